@@ -1,0 +1,188 @@
+"""Settings: read from the environment once, validated, then passed explicitly."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from jarvis_agents.errors import ConfigError
+
+DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+
+
+def default_data_dir(env: Mapping[str, str]) -> Path:
+    """Where the embedded database, Redis and the saved API key live."""
+    if env.get("JARVIS_DATA_DIR"):
+        return Path(env["JARVIS_DATA_DIR"]).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "jarvis-agents"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the system can be configured with; see CONTRACT §1 and the README."""
+
+    database_url: str
+    redis_url: str | None
+    data_dir: Path
+    ollama_host: str = DEFAULT_OLLAMA_HOST
+    model: str = DEFAULT_MODEL
+    max_steps: int = 10
+    step_timeout_s: float = 30.0
+    tool_timeout_s: float = 10.0
+    total_timeout_s: float = 120.0
+    max_active_per_user: int = 20
+    port: int = 8000
+    model_retries: int = 3
+    max_attempts: int = 3
+    heartbeat_interval_s: float = 5.0
+    heartbeat_stale_s: float = 30.0
+    worker_concurrency: int = 100
+    tool_output_max_chars: int = 4000
+    webhook_secret: str | None = None
+    webhook_allow_private: bool = False
+    weather_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
+    weather_forecast_url: str = "https://api.open-meteo.com/v1/forecast"
+    search_backend: str = "duckduckgo"
+    searxng_url: str | None = None
+    duckduckgo_url: str = "https://api.duckduckgo.com/"
+    log_json: bool | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build and validate settings; a bad value is a ConfigError naming the variable."""
+        env = os.environ if env is None else env
+        data_dir = default_data_dir(env)
+        database_url = env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'jarvis.db'}"
+        _check_database_url(database_url)
+        redis_url = env.get("REDIS_URL") or None
+        if redis_url is not None:
+            _check_url("REDIS_URL", redis_url, schemes={"redis", "rediss", "unix"})
+        ollama_host = env.get("OLLAMA_HOST") or DEFAULT_OLLAMA_HOST
+        if "://" not in ollama_host:  # the ollama client accepts "host:port" too
+            ollama_host = f"http://{ollama_host}"
+        _check_url("OLLAMA_HOST", ollama_host, schemes={"http", "https"})
+        searxng_url = env.get("JARVIS_SEARXNG_URL") or None
+        if searxng_url:
+            _check_url("JARVIS_SEARXNG_URL", searxng_url, schemes={"http", "https"})
+        search_backend = env.get("JARVIS_SEARCH_BACKEND") or ("searxng" if searxng_url else "duckduckgo")
+        if search_backend not in {"searxng", "duckduckgo"}:
+            raise ConfigError(
+                f"JARVIS_SEARCH_BACKEND must be 'searxng' or 'duckduckgo', not {search_backend!r}"
+            )
+        return cls(
+            database_url=database_url,
+            redis_url=redis_url,
+            data_dir=data_dir,
+            ollama_host=ollama_host.rstrip("/"),
+            model=env.get("JARVIS_MODEL") or DEFAULT_MODEL,
+            max_steps=_int(env, "JARVIS_MAX_STEPS", 10, low=1, high=50),
+            step_timeout_s=_float(env, "JARVIS_STEP_TIMEOUT", 30.0),
+            tool_timeout_s=_float(env, "JARVIS_TOOL_TIMEOUT", 10.0),
+            total_timeout_s=_float(env, "JARVIS_TOTAL_TIMEOUT", 120.0),
+            max_active_per_user=_int(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
+            port=_int(env, "PORT", 8000, low=1, high=65535),
+            model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
+            max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
+            heartbeat_interval_s=_float(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0),
+            heartbeat_stale_s=_float(env, "JARVIS_HEARTBEAT_STALE", 30.0),
+            worker_concurrency=_int(env, "JARVIS_WORKER_CONCURRENCY", 100, low=1, high=10000),
+            tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
+            webhook_secret=env.get("JARVIS_WEBHOOK_SECRET") or None,
+            webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
+            weather_geocoding_url=_url(
+                env, "JARVIS_WEATHER_GEOCODING_URL", "https://geocoding-api.open-meteo.com/v1/search"
+            ),
+            weather_forecast_url=_url(
+                env, "JARVIS_WEATHER_FORECAST_URL", "https://api.open-meteo.com/v1/forecast"
+            ),
+            search_backend=search_backend,
+            searxng_url=searxng_url,
+            duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
+            log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+        )
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """A copy with some fields replaced (tests, command-line flags)."""
+        return replace(self, **changes)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def _check_database_url(value: str) -> None:
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        raise ConfigError(
+            f"DATABASE_URL is not a valid SQLAlchemy URL: {value!r} "
+            "(expected e.g. postgresql+psycopg2://user@host/db or sqlite:///path.db)"
+        ) from None
+    if url.get_backend_name() not in {"postgresql", "sqlite"}:
+        raise ConfigError(
+            f"DATABASE_URL must point at PostgreSQL or SQLite, not {url.get_backend_name()!r}"
+        )
+
+
+def _check_url(name: str, value: str, *, schemes: set[str]) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or (parts.scheme != "unix" and not parts.hostname):
+        allowed = ", ".join(sorted(f"{s}://" for s in schemes))
+        raise ConfigError(f"{name} is not a valid URL: {value!r} (expected {allowed}…)")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ConfigError(f"{name} has an invalid port: {value!r}") from None
+
+
+def _url(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name) or default
+    _check_url(name, value, schemes={"http", "https"})
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"{name} must be {bounds}, not {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be 1/0, true/false or yes/no, not {raw!r}")

@@ -1,0 +1,215 @@
+"""The agent lifecycle as data: statuses, the transition table, and the Agent that owns it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from enum import Enum
+
+from jarvis_agents.errors import InvalidTransition
+
+
+class AgentStatus(str, Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED})
+ACTIVE = frozenset({AgentStatus.PENDING, AgentStatus.RUNNING})
+
+# The whole lifecycle: anything not listed here is refused.
+TRANSITIONS: dict[AgentStatus, frozenset[AgentStatus]] = {
+    AgentStatus.PENDING: frozenset({AgentStatus.RUNNING, AgentStatus.CANCELLED}),
+    AgentStatus.RUNNING: frozenset(
+        {AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED}
+    ),
+    AgentStatus.COMPLETED: frozenset(),
+    AgentStatus.FAILED: frozenset(),
+    AgentStatus.CANCELLED: frozenset(),
+}
+
+
+def check_transition(current: AgentStatus, target: AgentStatus) -> None:
+    """Raise InvalidTransition unless the table allows `current → target`."""
+    if target not in TRANSITIONS[current]:
+        raise InvalidTransition(current.value, target.value)
+
+
+class StopReason(str, Enum):
+    FINAL_ANSWER = "final_answer"
+    MAX_STEPS = "max_steps"
+    TOTAL_TIMEOUT = "total_timeout"
+    STEP_TIMEOUT = "step_timeout"
+    MODEL_ERROR = "model_error"
+    WORKER_LOST = "worker_lost"
+    CANCELLED = "cancelled"
+
+
+class StepType(str, Enum):
+    THINK = "THINK"
+    ACT = "ACT"
+    OBSERVE = "OBSERVE"
+    FINAL = "FINAL"
+    ERROR = "ERROR"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One persisted record of an iteration: a thought, an action, an observation, …"""
+
+    seq: int
+    step: int
+    type: StepType
+    content: str
+    tool: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    duration_ms: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "seq": self.seq,
+            "step": self.step,
+            "type": self.type.value,
+            "tool": self.tool,
+            "content": self.content,
+            "created_at": isoformat(self.created_at),
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent and its place in the lifecycle; every change returns a new Agent."""
+
+    id: uuid.UUID
+    user_id: uuid.UUID
+    goal: str
+    model: str
+    max_steps: int
+    status: AgentStatus = AgentStatus.PENDING
+    step_count: int = 0
+    final_answer: str | None = None
+    error: str | None = None
+    stop_reason: StopReason | None = None
+    tools: tuple[str, ...] | None = None
+    webhook_url: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    attempt: int = 0
+    task_id: str | None = None
+    heartbeat_at: datetime | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        user_id: uuid.UUID,
+        goal: str,
+        model: str,
+        max_steps: int,
+        tools: tuple[str, ...] | None = None,
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> Agent:
+        now = utcnow()
+        return cls(
+            id=uuid.uuid4(),
+            user_id=user_id,
+            goal=goal,
+            model=model,
+            max_steps=max_steps,
+            tools=tools,
+            webhook_url=webhook_url,
+            created_at=now,
+            updated_at=now,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status.is_terminal
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at is None:
+            return None
+        end = self.completed_at or utcnow()
+        return max(0, int((end - self.started_at).total_seconds() * 1000))
+
+    def _moved(self, target: AgentStatus, **changes: object) -> Agent:
+        check_transition(self.status, target)
+        now = changes.pop("now", None) or utcnow()
+        if target.is_terminal:
+            changes.setdefault("completed_at", now)
+        return replace(self, status=target, updated_at=now, **changes)
+
+    def with_running(self, *, attempt: int, now: datetime | None = None) -> Agent:
+        now = now or utcnow()
+        return self._moved(
+            AgentStatus.RUNNING, now=now, attempt=attempt, started_at=self.started_at or now,
+            heartbeat_at=now,
+        )
+
+    def with_completed(self, final_answer: str, *, now: datetime | None = None) -> Agent:
+        return self._moved(
+            AgentStatus.COMPLETED, now=now, final_answer=final_answer,
+            stop_reason=StopReason.FINAL_ANSWER,
+        )
+
+    def with_failed(
+        self, error: str, *, stop_reason: StopReason, now: datetime | None = None
+    ) -> Agent:
+        return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason)
+
+    def with_cancelled(self, *, now: datetime | None = None) -> Agent:
+        return self._moved(AgentStatus.CANCELLED, now=now, stop_reason=StopReason.CANCELLED)
+
+    def to_json(self) -> dict[str, object]:
+        """The agent JSON of CONTRACT §2."""
+        body: dict[str, object] = {
+            "id": str(self.id),
+            "goal": self.goal,
+            "status": self.status.value,
+            "model": self.model,
+            "max_steps": self.max_steps,
+            "step_count": self.step_count,
+            "tools": list(self.tools) if self.tools is not None else None,
+            "webhook_url": self.webhook_url,
+            "created_at": isoformat(self.created_at),
+            "started_at": isoformat(self.started_at),
+            "completed_at": isoformat(self.completed_at),
+            "updated_at": isoformat(self.updated_at),
+            "duration_ms": self.duration_ms,
+            "stop_reason": self.stop_reason.value if self.stop_reason else None,
+        }
+        # Always present, so every agent has one shape; null outside their state.
+        body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
+        body["error"] = self.error if self.status is AgentStatus.FAILED else None
+        return body
+
+
+def isoformat(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a `Z`, the one timestamp format of the API."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

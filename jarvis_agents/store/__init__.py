@@ -1,0 +1,34 @@
+"""Persistence: the schema, its migrations and the repository."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jarvis_agents.errors import DependencyUnavailable
+
+if TYPE_CHECKING:
+    from jarvis_agents.config import Settings
+    from jarvis_agents.store.repository import Repository
+
+
+def open_repository(settings: Settings, *, pool_size: int = 10, check: bool = True) -> Repository:
+    """A repository on the configured database; with `check`, fails clearly if unmigrated."""
+    from sqlalchemy.exc import OperationalError
+
+    from jarvis_agents.store.database import is_migrated, make_engine
+    from jarvis_agents.store.repository import Repository
+
+    engine = make_engine(settings.database_url, pool_size=pool_size)
+    if check:
+        try:
+            migrated = is_migrated(engine)
+        except OperationalError as exc:
+            engine.dispose()
+            first = str(exc.orig).strip().splitlines()[0] if exc.orig else "unreachable"
+            raise DependencyUnavailable(f"cannot reach the database: {first}") from None
+        if not migrated:
+            engine.dispose()
+            raise DependencyUnavailable(
+                "the database has no schema yet; run `jarvis-agents db upgrade` first"
+            )
+    return Repository(engine)

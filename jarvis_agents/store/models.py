@@ -1,0 +1,164 @@
+"""The schema: users, agents and their steps, with the lifecycle's rules as constraints.
+
+The database, not only Python, refuses a row that breaks the lifecycle: a final
+answer on an agent that is not COMPLETED, a terminal agent without `completed_at`,
+a step type outside the fixed set, or the same iteration's THINK written twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _in(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+STATUSES = [s.value for s in AgentStatus]
+STOP_REASONS = [r.value for r in StopReason]
+STEP_TYPES = [t.value for t in StepType]
+TERMINAL_SQL = "status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    # SHA-256 of the key: keys are 256-bit random tokens, so a fast hash is enough
+    # and lets the API find a user with one indexed lookup.
+    api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint("length(trim(name)) > 0", name="name_not_blank"),
+        CheckConstraint("length(api_key_hash) = 64", name="api_key_hash_is_sha256"),
+    )
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    goal: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str] = mapped_column(String(200))
+    max_steps: Mapped[int] = mapped_column(Integer)
+    step_count: Mapped[int] = mapped_column(Integer, default=0)
+    final_answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    stop_reason: Mapped[str | None] = mapped_column(String(16))
+    tools: Mapped[list[str] | None] = mapped_column(JSON)
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Execution bookkeeping: which attempt owns the agent, and whether it is alive.
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    task_id: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (
+        CheckConstraint(_in("status", STATUSES), name="status_known"),
+        CheckConstraint(
+            f"stop_reason IS NULL OR {_in('stop_reason', STOP_REASONS)}", name="stop_reason_known"
+        ),
+        CheckConstraint("length(trim(goal)) > 0 AND length(goal) <= 4000", name="goal_not_blank"),
+        CheckConstraint("max_steps BETWEEN 1 AND 50", name="max_steps_range"),
+        CheckConstraint("step_count >= 0 AND step_count <= max_steps", name="step_count_range"),
+        CheckConstraint("attempt >= 0", name="attempt_not_negative"),
+        CheckConstraint(
+            "(status = 'COMPLETED' AND final_answer IS NOT NULL)"
+            " OR (status <> 'COMPLETED' AND final_answer IS NULL)",
+            name="final_answer_iff_completed",
+        ),
+        CheckConstraint(
+            "(status = 'FAILED' AND error IS NOT NULL) OR (status <> 'FAILED' AND error IS NULL)",
+            name="error_iff_failed",
+        ),
+        CheckConstraint(
+            f"({TERMINAL_SQL} AND completed_at IS NOT NULL)"
+            f" OR (NOT {TERMINAL_SQL} AND completed_at IS NULL)",
+            name="completed_at_iff_terminal",
+        ),
+        CheckConstraint(
+            f"({TERMINAL_SQL} AND stop_reason IS NOT NULL)"
+            f" OR (NOT {TERMINAL_SQL} AND stop_reason IS NULL)",
+            name="stop_reason_iff_terminal",
+        ),
+        CheckConstraint(
+            "status NOT IN ('RUNNING', 'COMPLETED', 'FAILED') OR started_at IS NOT NULL",
+            name="started_when_run",
+        ),
+        UniqueConstraint("user_id", "idempotency_key", name="uq_agents_user_idempotency_key"),
+        Index("ix_agents_user_created", "user_id", "created_at", "id"),
+        Index("ix_agents_status_heartbeat", "status", "heartbeat_at"),
+        Index("ix_agents_user_status", "user_id", "status"),
+    )
+
+
+class StepRow(Base):
+    __tablename__ = "agent_steps"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(16))
+    tool: Mapped[str | None] = mapped_column(String(100))
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        UniqueConstraint("agent_id", "seq", name="uq_agent_steps_agent_seq"),
+        # One THINK, one ACT, … per iteration: a resumed attempt cannot write an
+        # iteration's row twice even if its bookkeeping were wrong.
+        UniqueConstraint("agent_id", "step", "type", name="uq_agent_steps_agent_step_type"),
+        CheckConstraint("seq >= 1", name="seq_positive"),
+        CheckConstraint("step >= 0", name="step_not_negative"),
+        CheckConstraint(_in("type", STEP_TYPES), name="type_known"),
+        CheckConstraint("duration_ms IS NULL OR duration_ms >= 0", name="duration_not_negative"),
+        CheckConstraint(
+            "(type IN ('ACT', 'OBSERVE') AND tool IS NOT NULL) OR type NOT IN ('ACT', 'OBSERVE')",
+            name="tool_on_act_observe",
+        ),
+    )

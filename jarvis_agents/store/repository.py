@@ -1,0 +1,458 @@
+"""The one door to the database: agents, steps and users, with compare-and-set writes.
+
+Every status change is a single `UPDATE … WHERE id = :id AND status = :expected`
+whose row count says whether it won. Every step write first takes the agent's row
+with `UPDATE agents … WHERE status = 'RUNNING' AND attempt = :attempt` in the same
+transaction: the row lock orders it against a concurrent cancellation, so once a
+cancellation has committed, no later step of the agent can be written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import secrets
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Engine, and_, func, insert, or_, select, update
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import IntegrityError
+
+from jarvis_agents.errors import Conflict, RateLimited, RequestError, StaleAttempt
+from jarvis_agents.lifecycle import (
+    ACTIVE,
+    Agent,
+    AgentStatus,
+    Step,
+    StepType,
+    StopReason,
+    check_transition,
+    utcnow,
+)
+from jarvis_agents.store.models import AgentRow, StepRow, UserRow
+
+agents = AgentRow.__table__
+steps_table = StepRow.__table__
+users = UserRow.__table__
+
+API_KEY_PREFIX = "jrv_"
+
+
+@dataclass(frozen=True)
+class User:
+    id: uuid.UUID
+    name: str
+    created_at: datetime
+
+
+def hash_api_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+class Repository:
+    """Agents, steps and users over one SQLAlchemy engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- users ---------------------------------------------------------------------
+
+    def create_user(self, name: str) -> tuple[User, str]:
+        """Create a user and return it with its API key (shown once, stored hashed)."""
+        api_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
+        user = User(id=uuid.uuid4(), name=name, created_at=utcnow())
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(users).values(
+                        id=user.id, name=name, api_key_hash=hash_api_key(api_key),
+                        created_at=user.created_at,
+                    )
+                )
+        except IntegrityError:
+            raise Conflict(f"a user named {name!r} already exists", code="user_exists") from None
+        return user, api_key
+
+    def user_by_api_key(self, api_key: str) -> User | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(users.c.id, users.c.name, users.c.created_at).where(
+                    users.c.api_key_hash == hash_api_key(api_key)
+                )
+            ).first()
+        return User(row.id, row.name, _aware(row.created_at)) if row else None
+
+    def user_by_name(self, name: str) -> User | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(users.c.id, users.c.name, users.c.created_at).where(users.c.name == name)
+            ).first()
+        return User(row.id, row.name, _aware(row.created_at)) if row else None
+
+    # --- agents --------------------------------------------------------------------
+
+    def create_agent(self, agent: Agent, *, max_active: int | None = None) -> tuple[Agent, bool]:
+        """Insert a PENDING agent; returns (agent, created).
+
+        With an idempotency key already used by this user, returns the earlier agent
+        (created=False) when the request hash matches, or raises Conflict. Raises
+        RateLimited when the user already has `max_active` agents PENDING or RUNNING.
+        """
+        try:
+            with self.engine.begin() as conn:
+                earlier = self._by_idempotency_key(conn, agent)
+                if earlier is not None:
+                    return earlier, False
+                if max_active is not None:
+                    # Lock the user row so concurrent creates count one after another.
+                    conn.execute(
+                        select(users.c.id).where(users.c.id == agent.user_id).with_for_update()
+                    )
+                    active = conn.execute(
+                        select(func.count()).select_from(agents).where(
+                            agents.c.user_id == agent.user_id,
+                            agents.c.status.in_([s.value for s in ACTIVE]),
+                        )
+                    ).scalar_one()
+                    if active >= max_active:
+                        raise RateLimited(
+                            f"you already have {active} agents pending or running "
+                            f"(the limit is {max_active}); wait for some to finish"
+                        )
+                conn.execute(insert(agents).values(**_agent_values(agent)))
+        except IntegrityError:
+            # Lost a race on the same idempotency key: the winner's agent is the answer.
+            with self.engine.connect() as conn:
+                earlier = self._by_idempotency_key(conn, agent)
+            if earlier is None:
+                raise
+            return earlier, False
+        return agent, True
+
+    def _by_idempotency_key(self, conn: Connection, agent: Agent) -> Agent | None:
+        if agent.idempotency_key is None:
+            return None
+        row = conn.execute(
+            select(agents).where(
+                agents.c.user_id == agent.user_id,
+                agents.c.idempotency_key == agent.idempotency_key,
+            )
+        ).mappings().first()
+        if row is None:
+            return None
+        if row["request_hash"] != agent.request_hash:
+            raise Conflict(
+                "this Idempotency-Key was already used with a different request body",
+                code="idempotency_key_reused",
+            )
+        return _agent(row)
+
+    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None:
+        query = select(agents).where(agents.c.id == agent_id)
+        if user_id is not None:
+            query = query.where(agents.c.user_id == user_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _agent(row) if row else None
+
+    def list_agents(
+        self,
+        user_id: uuid.UUID,
+        *,
+        status: AgentStatus | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> tuple[list[Agent], str | None]:
+        """The user's agents, newest first, and the cursor of the next page (or None)."""
+        query = select(agents).where(agents.c.user_id == user_id)
+        if status is not None:
+            query = query.where(agents.c.status == status.value)
+        if cursor is not None:
+            created_at, last_id = decode_cursor(cursor)
+            query = query.where(
+                or_(
+                    agents.c.created_at < created_at,
+                    and_(agents.c.created_at == created_at, agents.c.id < last_id),
+                )
+            )
+        query = query.order_by(agents.c.created_at.desc(), agents.c.id.desc()).limit(limit + 1)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        page = [_agent(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return page, (encode_cursor(page[-1]) if more and page else None)
+
+    def count_active(self, user_id: uuid.UUID) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).select_from(agents).where(
+                    agents.c.user_id == user_id,
+                    agents.c.status.in_([s.value for s in ACTIVE]),
+                )
+            ).scalar_one()
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def transition(
+        self,
+        agent_id: uuid.UUID,
+        expected: AgentStatus,
+        new: AgentStatus,
+        *,
+        attempt: int | None = None,
+        steps: Sequence[Step] = (),
+        **fields: Any,
+    ) -> bool:
+        """Compare-and-set the status; True when this call won.
+
+        With `attempt`, only that execution attempt may make the change. `steps`
+        are written in the same transaction, only if the change won.
+        """
+        check_transition(expected, new)
+        now = fields.pop("now", None) or utcnow()
+        values: dict[str, Any] = {"status": new.value, "updated_at": now, **fields}
+        if new.is_terminal:
+            values.setdefault("completed_at", now)
+        if isinstance(values.get("stop_reason"), StopReason):
+            values["stop_reason"] = values["stop_reason"].value
+        condition = [agents.c.id == agent_id, agents.c.status == expected.value]
+        if attempt is not None:
+            condition.append(agents.c.attempt == attempt)
+        with self.engine.begin() as conn:
+            won = conn.execute(update(agents).where(*condition).values(**values)).rowcount == 1
+            if won and steps:
+                conn.execute(insert(steps_table), _step_values(agent_id, attempt or 0, steps))
+        return won
+
+    def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
+        """PENDING → RUNNING under a new attempt; None when someone else got there first."""
+        now = utcnow()
+        with self.engine.begin() as conn:
+            won = conn.execute(
+                update(agents)
+                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.PENDING.value)
+                .values(
+                    status=AgentStatus.RUNNING.value, attempt=agents.c.attempt + 1,
+                    started_at=func.coalesce(agents.c.started_at, now), heartbeat_at=now,
+                    updated_at=now, task_id=task_id,
+                )
+            ).rowcount == 1
+            row = conn.execute(select(agents).where(agents.c.id == agent_id)).mappings().first()
+        return _agent(row) if won and row else None
+
+    def take_over(
+        self, agent_id: uuid.UUID, *, attempt: int, stale_before: datetime,
+        task_id: str | None = None,
+    ) -> Agent | None:
+        """Supersede a RUNNING attempt whose heartbeat stopped; None if it is alive or gone."""
+        now = utcnow()
+        with self.engine.begin() as conn:
+            won = conn.execute(
+                update(agents)
+                .where(
+                    agents.c.id == agent_id,
+                    agents.c.status == AgentStatus.RUNNING.value,
+                    agents.c.attempt == attempt,
+                    or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
+                )
+                .values(attempt=attempt + 1, heartbeat_at=now, updated_at=now, task_id=task_id)
+            ).rowcount == 1
+            row = conn.execute(select(agents).where(agents.c.id == agent_id)).mappings().first()
+        return _agent(row) if won and row else None
+
+    def append_steps(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
+    ) -> None:
+        """Persist one iteration's steps in one transaction, or raise StaleAttempt.
+
+        The guarding UPDATE is what refuses the write: it matches no row unless the
+        agent is RUNNING under this attempt, and it holds the row lock until commit.
+        """
+        now = utcnow()
+        with self.engine.begin() as conn:
+            owned = conn.execute(
+                update(agents)
+                .where(
+                    agents.c.id == agent_id,
+                    agents.c.status == AgentStatus.RUNNING.value,
+                    agents.c.attempt == attempt,
+                )
+                .values(step_count=step_count, heartbeat_at=now, updated_at=now)
+            ).rowcount == 1
+            if not owned:
+                raise StaleAttempt(f"agent {agent_id} is no longer RUNNING under attempt {attempt}")
+            conn.execute(insert(steps_table), _step_values(agent_id, attempt, steps))
+
+    def forget_task(self, agent_id: uuid.UUID) -> None:
+        """Mark a PENDING agent as not on the queue, for the sweeper to enqueue later."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(agents)
+                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.PENDING.value)
+                .values(task_id=None)
+            )
+
+    def unqueued_pending(self, *, limit: int = 100) -> list[Agent]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(agents)
+                .where(agents.c.status == AgentStatus.PENDING.value, agents.c.task_id.is_(None))
+                .order_by(agents.c.created_at)
+                .limit(limit)
+            ).mappings().all()
+        return [_agent(row) for row in rows]
+
+    def mark_enqueued(self, agent_id: uuid.UUID, task_id: str) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(agents)
+                .where(
+                    agents.c.id == agent_id,
+                    agents.c.status == AgentStatus.PENDING.value,
+                    agents.c.task_id.is_(None),
+                )
+                .values(task_id=task_id)
+            ).rowcount == 1
+
+    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(steps_table)
+                .where(steps_table.c.agent_id == agent_id, steps_table.c.seq > seq)
+                .order_by(steps_table.c.seq)
+            ).mappings().all()
+        return [_step(row) for row in rows]
+
+    def heartbeat(self, owned: Iterable[tuple[uuid.UUID, int]]) -> int:
+        """Mark these (agent, attempt) executions alive; returns how many still are."""
+        pairs = list(owned)
+        if not pairs:
+            return 0
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(agents)
+                .where(
+                    agents.c.status == AgentStatus.RUNNING.value,
+                    or_(*(and_(agents.c.id == i, agents.c.attempt == a) for i, a in pairs)),
+                )
+                .values(heartbeat_at=utcnow())
+            ).rowcount
+
+    def stale_running(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(agents)
+                .where(
+                    agents.c.status == AgentStatus.RUNNING.value,
+                    or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
+                )
+                .order_by(agents.c.heartbeat_at)
+                .limit(limit)
+            ).mappings().all()
+        return [_agent(row) for row in rows]
+
+    def status_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(agents.c.status, func.count()).group_by(agents.c.status)
+            ).all()
+        return {status: count for status, count in rows}
+
+    def oldest_pending_created_at(self) -> datetime | None:
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                select(func.min(agents.c.created_at)).where(
+                    agents.c.status == AgentStatus.PENDING.value
+                )
+            ).scalar_one()
+        return _aware(value) if value else None
+
+    def step_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(steps_table.c.type, func.count()).group_by(steps_table.c.type)
+            ).all()
+        return {kind: count for kind, count in rows}
+
+
+# --- mapping -----------------------------------------------------------------------
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
+
+
+def _agent_values(agent: Agent) -> dict[str, Any]:
+    return {
+        "id": agent.id, "user_id": agent.user_id, "goal": agent.goal,
+        "status": agent.status.value, "model": agent.model, "max_steps": agent.max_steps,
+        "step_count": agent.step_count, "final_answer": agent.final_answer,
+        "error": agent.error,
+        "stop_reason": agent.stop_reason.value if agent.stop_reason else None,
+        "tools": list(agent.tools) if agent.tools is not None else None,
+        "webhook_url": agent.webhook_url, "created_at": agent.created_at,
+        "updated_at": agent.updated_at or agent.created_at, "started_at": agent.started_at,
+        "completed_at": agent.completed_at, "attempt": agent.attempt, "task_id": agent.task_id,
+        "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
+        "request_hash": agent.request_hash,
+    }
+
+
+def _agent(row: RowMapping) -> Agent:
+    return Agent(
+        id=row["id"], user_id=row["user_id"], goal=row["goal"],
+        model=row["model"], max_steps=row["max_steps"], status=AgentStatus(row["status"]),
+        step_count=row["step_count"], final_answer=row["final_answer"], error=row["error"],
+        stop_reason=StopReason(row["stop_reason"]) if row["stop_reason"] else None,
+        tools=tuple(row["tools"]) if row["tools"] is not None else None,
+        webhook_url=row["webhook_url"], created_at=_aware(row["created_at"]),
+        updated_at=_aware(row["updated_at"]), started_at=_aware(row["started_at"]),
+        completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
+        task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
+        idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
+    )
+
+
+def _step_values(agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> list[dict[str, Any]]:
+    return [
+        {
+            "agent_id": agent_id, "seq": s.seq, "step": s.step, "type": s.type.value,
+            "tool": s.tool, "content": s.content, "created_at": s.created_at,
+            "duration_ms": s.duration_ms, "attempt": attempt,
+        }
+        for s in steps
+    ]
+
+
+def _step(row: RowMapping) -> Step:
+    return Step(
+        seq=row["seq"], step=row["step"], type=StepType(row["type"]), tool=row["tool"],
+        content=row["content"], created_at=_aware(row["created_at"]),
+        duration_ms=row["duration_ms"],
+    )
+
+
+def encode_cursor(agent: Agent) -> str:
+    raw = json.dumps([agent.created_at.isoformat(), str(agent.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    """Parse a cursor from `encode_cursor`; anything else is a RequestError."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, agent_id = json.loads(raw)
+        when = datetime.fromisoformat(created_at)
+        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), uuid.UUID(agent_id)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise RequestError("the cursor is malformed; pass back `next_cursor` unchanged",
+                           code="invalid_cursor") from None

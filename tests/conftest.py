@@ -1,0 +1,214 @@
+"""Shared fixtures: real PostgreSQL, Redis, worker processes and model servers.
+
+A missing service skips its tests locally and fails them in CI (CI=true).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() == "true"
+PG_ADMIN_URL = os.environ.get("JARVIS_TEST_PG", "postgresql+psycopg2://root@127.0.0.1:5432/postgres")
+REDIS_BASE = os.environ.get("JARVIS_TEST_REDIS", "redis://127.0.0.1:6379")
+
+
+def missing(service: str, why: str) -> None:
+    """Skip locally, fail in CI: a green CI must have run every test."""
+    message = f"{service} is not available: {why}"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- PostgreSQL ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"jarvis_test_{secrets.token_hex(4)}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        missing("PostgreSQL", str(exc.orig).strip().splitlines()[0])
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    from jarvis_agents.store.database import upgrade
+
+    upgrade(url)
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+def _truncate(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE agent_steps, agents, users CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> str:
+    """The session's PostgreSQL database, emptied for this test."""
+    _truncate(pg_server_url)
+    return pg_server_url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    from jarvis_agents.store.database import upgrade
+
+    url = f"sqlite:///{tmp_path / 'jarvis.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Each test that takes this runs twice: on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def repository(database_url: str) -> Iterator[Any]:
+    from jarvis_agents.store.database import make_engine
+    from jarvis_agents.store.repository import Repository
+
+    repo = Repository(make_engine(database_url))
+    yield repo
+    repo.engine.dispose()
+
+
+# --- Redis ---------------------------------------------------------------------------
+
+_redis_dbs = itertools.cycle(range(1, 16))
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """An emptied Redis database of its own (queues do not leak between tests)."""
+    import redis
+
+    url = f"{REDIS_BASE}/{next(_redis_dbs)}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        client.close()
+        missing("Redis", str(exc))
+    yield url
+    client.flushdb()
+    client.close()
+
+
+# --- the model -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[Any]:
+    from tests.support.fake_ollama import FakeOllama
+
+    with FakeOllama() as server:
+        yield server
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+def cli_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JARVIS_", "DATABASE_URL", "REDIS_URL", "OLLAMA_"))}
+    env.update(PYTHONUNBUFFERED="1", JARVIS_LOG_JSON="0")
+    env.update(overrides)
+    return env
+
+
+class Process:
+    """A child process of the test, with its output in a file for diagnostics."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, text: str, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.output():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"process exited ({self.proc.returncode}):\n{self.output()}")
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not seen within {timeout_s} s:\n{self.output()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout_s: float = 15) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Any]:
+    """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
+    started: list[Process] = []
+    counter = itertools.count()
+
+    def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True) -> Process:
+        args = [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", str(concurrency)]
+        process = Process(args, cli_env(**env), tmp_path / f"worker-{next(counter)}.log")
+        started.append(process)
+        if wait:
+            process.wait_for("ready.", timeout_s=60)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

@@ -1,0 +1,254 @@
+"""The repository on real PostgreSQL and SQLite: migrations, scoping, pagination, CAS."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
+
+from jarvis_agents.errors import Conflict, RateLimited, RequestError, StaleAttempt
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.store.database import make_engine, upgrade
+from jarvis_agents.store.repository import Repository
+
+
+def new_agent(user_id: uuid.UUID, goal: str = "goal", **kw: object) -> Agent:
+    return Agent.new(user_id=user_id, goal=goal, model="test-model", max_steps=5, **kw)  # type: ignore[arg-type]
+
+
+def running(repository: Repository, user_id: uuid.UUID) -> Agent:
+    agent, _ = repository.create_agent(new_agent(user_id))
+    claimed = repository.claim(agent.id)
+    assert claimed is not None and claimed.attempt == 1
+    return claimed
+
+
+def test_migrations_from_empty_are_idempotent(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert upgrade(url) == "0001"
+    assert upgrade(url) == "0001"
+    engine = create_engine(url)
+    assert {"users", "agents", "agent_steps"} <= set(inspect(engine).get_table_names())
+    engine.dispose()
+
+
+def test_create_get_and_user_scoping(repository: Repository) -> None:
+    alice, key = repository.create_user("alice")
+    bob, _ = repository.create_user("bob")
+    assert repository.user_by_api_key(key) == alice
+    assert repository.user_by_api_key(key + "x") is None
+    agent, created = repository.create_agent(new_agent(alice.id, "What is 2+2?"))
+    assert created
+    fetched = repository.get(agent.id, user_id=alice.id)
+    assert fetched is not None and fetched.goal == "What is 2+2?"
+    assert fetched.status is AgentStatus.PENDING and fetched.created_at.tzinfo is not None
+    assert repository.get(agent.id, user_id=bob.id) is None
+    assert repository.list_agents(bob.id) == ([], None)
+
+
+def test_duplicate_user_is_a_conflict(repository: Repository) -> None:
+    repository.create_user("carol")
+    with pytest.raises(Conflict, match="already exists"):
+        repository.create_user("carol")
+
+
+def test_list_is_newest_first_with_cursor_and_filter(repository: Repository) -> None:
+    user, _ = repository.create_user("dave")
+    ids = []
+    for i in range(7):
+        agent, _ = repository.create_agent(new_agent(user.id, f"goal {i}"))
+        ids.append(agent.id)
+    repository.claim(ids[0])
+    page, cursor = repository.list_agents(user.id, limit=3)
+    seen = [a.id for a in page]
+    while cursor:
+        page, cursor = repository.list_agents(user.id, limit=3, cursor=cursor)
+        seen += [a.id for a in page]
+    assert seen == list(reversed(ids))
+    pending, _ = repository.list_agents(user.id, status=AgentStatus.PENDING, limit=100)
+    assert len(pending) == 6
+    running_now, _ = repository.list_agents(user.id, status=AgentStatus.RUNNING)
+    assert [a.id for a in running_now] == [ids[0]]
+    with pytest.raises(RequestError, match="cursor"):
+        repository.list_agents(user.id, cursor="garbage!")
+
+
+def test_idempotency_key_and_active_limit(repository: Repository) -> None:
+    user, _ = repository.create_user("erin")
+    first, created = repository.create_agent(
+        new_agent(user.id, idempotency_key="k1", request_hash="h1"), max_active=2)
+    again, created_again = repository.create_agent(
+        new_agent(user.id, idempotency_key="k1", request_hash="h1"), max_active=2)
+    assert created and not created_again and again.id == first.id
+    with pytest.raises(Conflict):
+        repository.create_agent(new_agent(user.id, idempotency_key="k1", request_hash="h2"))
+    repository.create_agent(new_agent(user.id), max_active=2)
+    with pytest.raises(RateLimited):
+        repository.create_agent(new_agent(user.id), max_active=2)
+    # A repeat never counts against the limit.
+    repeat, _ = repository.create_agent(
+        new_agent(user.id, idempotency_key="k1", request_hash="h1"), max_active=2)
+    assert repeat.id == first.id
+
+
+def test_transition_is_compare_and_set(repository: Repository) -> None:
+    user, _ = repository.create_user("frank")
+    agent = running(repository, user.id)
+    assert repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED,
+                                 final_answer="4", stop_reason=StopReason.FINAL_ANSWER)
+    assert not repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                     stop_reason=StopReason.CANCELLED)
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.status is AgentStatus.COMPLETED
+    assert stored.final_answer == "4" and stored.completed_at is not None
+
+
+def test_schema_refuses_rows_that_break_the_lifecycle(repository: Repository) -> None:
+    user, _ = repository.create_user("gina")
+    agent = running(repository, user.id)
+    bad = [
+        "UPDATE agents SET final_answer = 'x' WHERE id = :id",  # not COMPLETED
+        "UPDATE agents SET status = 'COMPLETED' WHERE id = :id",  # no answer, no completed_at
+        "UPDATE agents SET status = 'DONE' WHERE id = :id",
+        "UPDATE agents SET goal = '   ' WHERE id = :id",
+        "UPDATE agents SET error = 'e' WHERE id = :id",
+        "UPDATE agents SET completed_at = started_at WHERE id = :id",
+    ]
+    param = agent.id.hex if repository.engine.dialect.name == "sqlite" else str(agent.id)
+    for statement in bad:
+        with pytest.raises(IntegrityError), repository.engine.begin() as conn:
+            conn.execute(text(statement), {"id": param})
+
+
+def test_step_writes_need_the_running_attempt(repository: Repository) -> None:
+    user, _ = repository.create_user("hank")
+    agent = running(repository, user.id)
+    think = [Step(1, 0, StepType.THINK, "thinking")]
+    repository.append_steps(agent.id, 1, think, step_count=1)
+    with pytest.raises(StaleAttempt):
+        repository.append_steps(agent.id, 2, [Step(2, 0, StepType.ACT, "x", tool="calculate")],
+                                step_count=1)
+    assert repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    with pytest.raises(StaleAttempt):
+        repository.append_steps(agent.id, 1, [Step(2, 0, StepType.ACT, "x", tool="calculate")],
+                                step_count=1)
+    assert [s.seq for s in repository.steps_after(agent.id)] == [1]
+
+
+def test_the_database_statement_itself_refuses_a_cancelled_agents_step(repository: Repository) -> None:
+    """Bypass Python entirely: the guarded UPDATE matches no row once the agent is CANCELLED."""
+    user, _ = repository.create_user("ivy")
+    agent = running(repository, user.id)
+    repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                          stop_reason=StopReason.CANCELLED)
+    param = agent.id.hex if repository.engine.dialect.name == "sqlite" else str(agent.id)
+    with repository.engine.begin() as conn:
+        matched = conn.execute(
+            text("UPDATE agents SET step_count = 1 WHERE id = :id AND status = 'RUNNING' AND attempt = 1"),
+            {"id": param},
+        ).rowcount
+    assert matched == 0
+
+
+def test_a_step_cannot_be_written_twice(repository: Repository) -> None:
+    user, _ = repository.create_user("jack")
+    agent = running(repository, user.id)
+    repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
+    with pytest.raises(IntegrityError):
+        repository.append_steps(agent.id, 1, [Step(2, 0, StepType.THINK, "again")], step_count=1)
+    with pytest.raises(IntegrityError):
+        repository.append_steps(agent.id, 1, [Step(1, 1, StepType.THINK, "same seq")], step_count=2)
+    assert [s.content for s in repository.steps_after(agent.id)] == ["a"]
+
+
+def test_take_over_needs_a_stale_heartbeat(repository: Repository) -> None:
+    user, _ = repository.create_user("kim")
+    agent = running(repository, user.id)
+    assert repository.take_over(agent.id, attempt=1, stale_before=utcnow() - timedelta(seconds=30)) is None
+    taken = repository.take_over(agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))
+    assert taken is not None and taken.attempt == 2
+    with pytest.raises(StaleAttempt):
+        repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "old")], step_count=1)
+    assert repository.heartbeat([(agent.id, 1)]) == 0
+    assert repository.heartbeat([(agent.id, 2)]) == 1
+
+
+def test_race_between_completion_and_cancellation(pg_url: str) -> None:
+    """200 rounds on PostgreSQL: many threads complete or cancel one agent; one wins."""
+    repository = Repository(make_engine(pg_url, pool_size=8))
+    user, _ = repository.create_user("racer")
+    try:
+        for round_no in range(200):
+            agent = running(repository, user.id)
+            barrier = threading.Barrier(8)
+            wins: list[str] = []
+
+            def contend(kind: str) -> None:
+                barrier.wait()
+                if kind == "complete":
+                    won = repository.transition(
+                        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=1,
+                        steps=[Step(1, 0, StepType.FINAL, "done")],
+                        final_answer="done", stop_reason=StopReason.FINAL_ANSWER, step_count=1)
+                else:
+                    won = repository.transition(
+                        agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                        stop_reason=StopReason.CANCELLED)
+                if won:
+                    wins.append(kind)
+
+            threads = [threading.Thread(target=contend, args=("complete" if i % 2 else "cancel",))
+                       for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(wins) == 1, f"round {round_no}: {wins}"
+            stored = repository.get(agent.id)
+            assert stored is not None
+            steps = repository.steps_after(agent.id)
+            if wins[0] == "complete":
+                assert stored.status is AgentStatus.COMPLETED and stored.final_answer == "done"
+                assert [s.type for s in steps] == [StepType.FINAL]
+            else:
+                assert stored.status is AgentStatus.CANCELLED and stored.final_answer is None
+                assert steps == []
+            assert stored.completed_at is not None and stored.stop_reason is not None
+    finally:
+        repository.engine.dispose()
+
+
+def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
+    """A cancel that commits after a step write began waits on the row lock, then wins."""
+    repository = Repository(make_engine(pg_url, pool_size=4))
+    user, _ = repository.create_user("locker")
+    agent = running(repository, user.id)
+    param = str(agent.id)
+    try:
+        with repository.engine.connect() as writer:
+            tx = writer.begin()
+            writer.execute(text("UPDATE agents SET step_count = 1 WHERE id = :id AND status = 'RUNNING' AND attempt = 1"), {"id": param})
+            done = threading.Event()
+
+            def cancel() -> None:
+                repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                      stop_reason=StopReason.CANCELLED)
+                done.set()
+
+            t = threading.Thread(target=cancel)
+            t.start()
+            time.sleep(0.3)
+            assert not done.is_set()  # blocked behind the step write's row lock
+            tx.commit()
+            t.join(5)
+        assert done.is_set()
+        stored = repository.get(agent.id)
+        assert stored is not None and stored.status is AgentStatus.CANCELLED
+    finally:
+        repository.engine.dispose()

@@ -1,0 +1,57 @@
+"""Settings: defaults, and one clear error naming the variable for each bad value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jarvis_agents.config import DEFAULT_MODEL, Settings
+from jarvis_agents.errors import ConfigError
+
+
+def test_defaults_use_an_embedded_sqlite_file(tmp_path: Path) -> None:
+    settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)})
+    assert settings.database_url == f"sqlite:///{tmp_path / 'jarvis.db'}"
+    assert settings.redis_url is None
+    assert settings.ollama_host == "http://127.0.0.1:11434"
+    assert settings.model == DEFAULT_MODEL
+    assert (settings.max_steps, settings.step_timeout_s, settings.tool_timeout_s) == (10, 30, 10)
+    assert (settings.total_timeout_s, settings.max_active_per_user, settings.port) == (120, 20, 8000)
+
+
+def test_values_are_read() -> None:
+    settings = Settings.from_env({
+        "DATABASE_URL": "postgresql+psycopg2://u@db/x", "REDIS_URL": "redis://r:6379/1",
+        "OLLAMA_HOST": "ollama:11434", "JARVIS_MODEL": "qwen2.5", "JARVIS_MAX_STEPS": "7",
+        "JARVIS_STEP_TIMEOUT": "2.5", "PORT": "9000",
+    })
+    assert settings.redis_url == "redis://r:6379/1"
+    assert settings.ollama_host == "http://ollama:11434"
+    assert (settings.model, settings.max_steps, settings.step_timeout_s, settings.port) == (
+        "qwen2.5", 7, 2.5, 9000)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "not a url"),
+        ("DATABASE_URL", "mysql://root@localhost/x"),
+        ("REDIS_URL", "http://localhost:6379"),
+        ("REDIS_URL", "redis://:port-is-not-a-number:x"),
+        ("OLLAMA_HOST", "ftp://x"),
+        ("JARVIS_STEP_TIMEOUT", "abc"),
+        ("JARVIS_TOOL_TIMEOUT", "-1"),
+        ("JARVIS_TOTAL_TIMEOUT", "nan"),
+        ("JARVIS_MAX_STEPS", "ten"),
+        ("JARVIS_MAX_STEPS", "0"),
+        ("JARVIS_MAX_ACTIVE_PER_USER", "1.5"),
+        ("PORT", "70000"),
+        ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
+    ],
+)
+def test_bad_values_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({name: value})
+    message = str(info.value)
+    assert name in message and "\n" not in message
