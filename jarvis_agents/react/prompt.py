@@ -1,0 +1,103 @@
+"""The conversation the planner sends the model: system prompt, goal, and history.
+
+The contract text itself lives in `system_prompt.txt` beside this module, so a
+reader can find and diff it in one place. `build_messages` rebuilds the whole
+conversation from persisted steps alone: the executor calls it on every iteration,
+including after a resume on another worker, and must get the same messages back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from itertools import groupby
+from string import Template
+
+from jarvis_agents.lifecycle import Step, StepType
+from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.tools.base import Tool
+
+__all__ = ["STOP_SEQUENCES", "build_messages", "render_system_prompt"]
+
+# Stop the model before it writes an observation of its own. Only line-start forms
+# are listed, matching the parser's rule that labels count only at a line start: a
+# bare "OBSERVATION:" would also cut a thought that merely mentions the word. The
+# bold and lowercase forms are habits of llama3/qwen/mistral.
+STOP_SEQUENCES: tuple[str, ...] = (
+    "\nOBSERVATION:",
+    "\nObservation:",
+    "\nobservation:",
+    "\n**OBSERVATION",
+    "\n**Observation",
+)
+
+_NO_TOOLS = "(none: answer from what you know, with THOUGHT and FINAL_ANSWER)"
+
+
+@cache
+def _template() -> Template:
+    # string.Template rather than str.format: the prompt may show braces (JSON) freely.
+    text = (
+        resources.files("jarvis_agents.react")
+        .joinpath("system_prompt.txt")
+        .read_text(encoding="utf-8")
+    )
+    return Template(text)
+
+
+def _describe(tool: Tool) -> str:
+    return f"- {tool.name}: {tool.description.strip()}\n  Input format: {tool.input_hint.strip()}"
+
+
+def render_system_prompt(tools: Sequence[Tool]) -> str:
+    """The system prompt with every tool's name, description and input hint, in order."""
+    listing = "\n".join(_describe(tool) for tool in tools) if tools else _NO_TOOLS
+    return _template().substitute(tools=listing).rstrip() + "\n"
+
+
+def _iteration_messages(steps: Sequence[Step]) -> list[ChatMessage]:
+    """The assistant turn and its observation for one iteration, or [] if it is not whole.
+
+    An iteration is replayed only when it has an ACT and at least one OBSERVE or
+    ERROR after it. A THINK alone, or a THINK and an ACT whose tool never reported,
+    was interrupted: the executor plans that step again, so the model must not see
+    a half of it. A FINAL step ends the run and is never replayed.
+    """
+    if any(step.type is StepType.FINAL for step in steps):
+        return []
+    act = next((step for step in steps if step.type is StepType.ACT), None)
+    if act is None:
+        return []
+    observations = [
+        step.content
+        for step in steps
+        if step.type in (StepType.OBSERVE, StepType.ERROR) and step.seq > act.seq
+    ]
+    if not observations:
+        return []
+    thought = "\n".join(step.content for step in steps if step.type is StepType.THINK)
+    reply = f"THOUGHT: {thought}\nACTION: {act.tool or ''}\nINPUT: {act.content}"
+    return [
+        ChatMessage(role="assistant", content=reply),
+        ChatMessage(role="user", content="OBSERVATION: " + "\n".join(observations)),
+    ]
+
+
+def build_messages(goal: str, tools: Sequence[Tool], history: Sequence[Step]) -> list[ChatMessage]:
+    """System prompt, the goal, then each complete earlier iteration, oldest first.
+
+    Each replayed iteration is the assistant's reply exactly as the contract asks
+    for it (`THOUGHT: …\\nACTION: …\\nINPUT: …`) followed by a user message
+    `OBSERVATION: …`; an ERROR step counts as an observation. Steps are grouped by
+    `step.step` and ordered by `seq`, so the result depends on the steps alone,
+    not on the order they are passed in.
+    """
+    messages = [
+        ChatMessage(role="system", content=render_system_prompt(tools)),
+        ChatMessage(role="user", content=goal),
+    ]
+    ordered = sorted(history, key=lambda step: (step.step, step.seq))
+    for _, iteration in groupby(ordered, key=lambda step: step.step):
+        messages.extend(_iteration_messages(list(iteration)))
+    return messages
