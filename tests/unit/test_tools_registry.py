@@ -1,0 +1,322 @@
+"""The tool registry: exact lookup, failures as observations, time and size limits, plugins."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import ToolError
+from jarvis_agents.tools import registry as registry_module
+from jarvis_agents.tools.base import Tool, ToolContext
+from jarvis_agents.tools.registry import ToolRegistry, ToolResult, truncate
+
+TIMEOUT_S = 0.3
+
+
+@dataclass
+class FakeTool:
+    """A tool whose behaviour is a plain function of its input."""
+
+    name: str
+    behaviour: Callable[[str], str] = lambda text: f"echo: {text}"
+    description: str = "a fake tool for tests"
+    input_hint: str = "anything"
+    contexts: list[ToolContext] = field(default_factory=list)
+
+    def run(self, tool_input: str, *, context: ToolContext) -> str:
+        self.contexts.append(context)
+        return self.behaviour(tool_input)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}).with_overrides(
+        tool_timeout_s=TIMEOUT_S, tool_output_max_chars=200
+    )
+
+
+@pytest.fixture
+def no_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Isolate the tests from whatever plugins the environment happens to have installed.
+    monkeypatch.setattr(registry_module.metadata, "entry_points", lambda **_: [])
+
+
+@pytest.fixture
+def make_registry(settings: Settings) -> Iterator[Callable[..., ToolRegistry]]:
+    made: list[ToolRegistry] = []
+
+    def make(*tools: Tool, **overrides: object) -> ToolRegistry:
+        registry = ToolRegistry(tools, settings=settings.with_overrides(**overrides))
+        made.append(registry)
+        return registry
+
+    yield make
+    for registry in made:
+        registry.close()
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at teardown so that a deliberately hung tool's thread can finish."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_lookup_is_exact_trimmed_and_case_insensitive(
+    make_registry: Callable[..., ToolRegistry],
+) -> None:
+    search, web_search = FakeTool("search"), FakeTool("webSearch")
+    registry = make_registry(search, web_search)
+    assert registry.get("search") is search
+    assert registry.get("  SEARCH\n") is search
+    assert registry.get("websearch") is web_search
+    for near_miss in ["web search", "searchx", "searc", "web_search", "search()", ""]:
+        assert registry.get(near_miss) is None, near_miss
+
+
+def test_search_never_dispatches_web_search(make_registry: Callable[..., ToolRegistry]) -> None:
+    only_web = make_registry(FakeTool("webSearch"))
+    result = only_web.call("search", "cats")
+    assert (result.ok, result.tool) == (False, None)
+    assert result.content == (
+        "Unknown tool 'search'. Available tools: webSearch. "
+        "Reply with one of these names in ACTION."
+    )
+
+
+def test_the_default_registry_names_the_builtins(settings: Settings, no_plugins: None) -> None:
+    with ToolRegistry.default(settings) as registry:
+        assert registry.names() == ["calculate", "getTime", "getWeather", "search"]
+        assert [d["name"] for d in registry.describe()] == registry.names()
+        assert all(
+            set(d) == {"name", "description"} and d["description"] for d in registry.describe()
+        )
+        result = registry.call("web_search", "cats")
+    assert result == ToolResult(
+        content=(
+            "Unknown tool 'web_search'. Available tools: calculate, getTime, getWeather, search. "
+            "Reply with one of these names in ACTION."
+        ),
+        ok=False,
+        tool=None,
+        duration_ms=result.duration_ms,
+    )
+
+
+def test_a_call_returns_the_canonical_name(make_registry: Callable[..., ToolRegistry]) -> None:
+    registry = make_registry(FakeTool("getTime"))
+    result = registry.call(" GETTIME ", "Tokyo")
+    assert result.ok and result.tool == "getTime" and result.content == "echo: Tokyo"
+    assert isinstance(result.duration_ms, int) and result.duration_ms >= 0
+
+
+def test_the_tool_gets_settings_client_and_timeout(
+    make_registry: Callable[..., ToolRegistry],
+) -> None:
+    tool = FakeTool("probe")
+    registry = make_registry(tool)
+    registry.call("probe", "")
+    (context,) = tool.contexts
+    assert context.timeout_s == TIMEOUT_S
+    assert isinstance(context.http, httpx.Client)
+    assert context.settings.tool_timeout_s == TIMEOUT_S
+
+
+def test_unknown_lists_what_get_cannot_resolve(make_registry: Callable[..., ToolRegistry]) -> None:
+    registry = make_registry(FakeTool("calculate"), FakeTool("search"))
+    assert registry.unknown(["Calculate", " search ", "webSearch", "nope"]) == ["webSearch", "nope"]
+    assert registry.unknown([]) == []
+
+
+def test_subset_keeps_only_the_named_tools(make_registry: Callable[..., ToolRegistry]) -> None:
+    calculate, search = FakeTool("calculate"), FakeTool("search")
+    registry = make_registry(calculate, search)
+    assert registry.subset(None).names() == ["calculate", "search"]
+    only = registry.subset(["SEARCH", "search", "missing"])
+    assert only.names() == ["search"]
+    assert only.call("calculate", "1+1").ok is False
+    assert only.call("search", "x").content == "echo: x"
+
+
+def test_subsets_share_the_client_and_only_the_creator_closes_it(settings: Settings) -> None:
+    tool = FakeTool("probe")
+    registry = ToolRegistry([tool], settings=settings)
+    child = registry.subset(["probe"])
+    child.call("probe", "")
+    child.close()
+    registry.call("probe", "")
+    first, second = tool.contexts
+    assert first.http is second.http
+    assert not first.http.is_closed
+    registry.close()
+    assert first.http.is_closed
+
+
+def test_a_client_passed_in_is_left_open(settings: Settings) -> None:
+    with httpx.Client() as client:
+        registry = ToolRegistry([FakeTool("probe")], settings=settings, http=client)
+        registry.close()
+        assert not client.is_closed
+
+
+def test_a_hung_tool_times_out(
+    make_registry: Callable[..., ToolRegistry], release: threading.Event
+) -> None:
+    registry = make_registry(FakeTool("slow", lambda _: str(release.wait(60))))
+    started = time.perf_counter()
+    result = registry.call("slow", "")
+    elapsed = time.perf_counter() - started
+    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 0.5
+    assert (result.ok, result.tool) == (False, "slow")
+    assert (
+        result.content == "Tool 'slow' timed out after 0.3 s; try a simpler input or another tool."
+    )
+    # The registry stays usable while the abandoned thread still hangs.
+    assert registry.call("slow", "").ok is False
+
+
+def test_a_tool_error_becomes_its_message(make_registry: Callable[..., ToolRegistry]) -> None:
+    def refuse(_: str) -> str:
+        raise ToolError("No place called 'Atlantis' was found.")
+
+    result = make_registry(FakeTool("getWeather", refuse)).call("getWeather", "Atlantis")
+    assert result == ToolResult(
+        "No place called 'Atlantis' was found.", False, "getWeather", result.duration_ms
+    )
+
+
+def test_any_other_exception_becomes_a_readable_observation(
+    make_registry: Callable[..., ToolRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    def explode(_: str) -> str:
+        raise KeyError("latitude")
+
+    with caplog.at_level(logging.ERROR, logger=registry_module.__name__):
+        result = make_registry(FakeTool("explode", explode)).call("explode", "x")
+    assert result.ok is False and result.tool == "explode"
+    assert result.content == (
+        "Tool 'explode' failed with KeyError: 'latitude'. Try a different input or another tool."
+    )
+    assert any(record.exc_info and record.exc_info[0] is KeyError for record in caplog.records)
+
+
+def test_long_output_is_truncated_with_a_marker(make_registry: Callable[..., ToolRegistry]) -> None:
+    result = make_registry(FakeTool("big", lambda _: "x" * 10_000)).call("big", "")
+    assert result.ok
+    assert len(result.content) <= 200
+    kept = result.content.split("\n…")[0]
+    assert set(kept) == {"x"}
+    assert result.content.endswith(f"… [truncated {10_000 - len(kept)} characters]")
+
+
+def test_truncate_leaves_short_text_alone() -> None:
+    assert truncate("short", 200) == "short"
+    assert truncate("y" * 200, 200) == "y" * 200
+    assert len(truncate("y" * 201, 200)) <= 200
+
+
+def test_non_text_results_are_shown_as_text(make_registry: Callable[..., ToolRegistry]) -> None:
+    # A plugin may break the str contract; the observation is still text.
+    number = FakeTool("number", lambda _: 42)  # type: ignore[arg-type,return-value]
+    nothing = FakeTool("nothing", lambda _: None)  # type: ignore[arg-type,return-value]
+    registry = make_registry(number, nothing)
+    assert registry.call("number", "").content == "42"
+    assert registry.call("nothing", "").content == ""
+
+
+def test_bad_tools_are_refused_at_construction(settings: Settings) -> None:
+    for tools in ([FakeTool("same"), FakeTool("SAME")], [FakeTool("two words")], [FakeTool("")]):
+        with pytest.raises(ValueError):
+            ToolRegistry(tools, settings=settings, http=None)
+
+
+# --- plugins -----------------------------------------------------------------------
+
+
+class PluginClass:
+    name = "fromClass"
+    description = "a plugin registered as a class"
+    input_hint = "anything"
+
+    def run(self, tool_input: str, *, context: ToolContext) -> str:
+        return "class plugin"
+
+
+@dataclass
+class FakeEntryPoint:
+    name: str
+    target: Callable[[], object]
+
+    def load(self) -> object:
+        return self.target()
+
+
+def _broken_import() -> object:
+    raise ImportError("No module named 'missing_dependency'")
+
+
+def _broken_factory() -> object:
+    raise RuntimeError("factory blew up")
+
+
+def test_plugins_load_from_entry_points(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    entry_points = [
+        FakeEntryPoint("instance", lambda: FakeTool("fromInstance")),
+        FakeEntryPoint("class", lambda: PluginClass),
+        FakeEntryPoint("factory", lambda: lambda: FakeTool("fromFactory")),
+        FakeEntryPoint("broken-import", _broken_import),
+        FakeEntryPoint("broken-factory", lambda: _broken_factory),
+        FakeEntryPoint("not-a-tool", lambda: object()),
+        FakeEntryPoint("shadow", lambda: FakeTool("Calculate")),
+    ]
+    groups: list[str] = []
+
+    def fake_entry_points(*, group: str) -> list[FakeEntryPoint]:
+        groups.append(group)
+        return entry_points
+
+    monkeypatch.setattr(registry_module.metadata, "entry_points", fake_entry_points)
+    with caplog.at_level(logging.WARNING), ToolRegistry.default(settings) as registry:
+        assert groups == ["jarvis_agents.tools"]
+        assert registry.names() == [
+            "calculate",
+            "getTime",
+            "getWeather",
+            "search",
+            "fromInstance",
+            "fromClass",
+            "fromFactory",
+        ]
+        assert registry.call("fromClass", "").content == "class plugin"
+        assert registry.call("calculate", "6 * 7").content == "42"  # the built-in still wins
+    logged = caplog.text
+    for problem in [
+        "broken-import",
+        "broken-factory",
+        "no usable name",
+        "two tools are called 'Calculate'",
+    ]:
+        assert problem in logged
+
+
+def test_a_failing_plugin_listing_is_logged_not_raised(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(**_: object) -> list[object]:
+        raise OSError("unreadable metadata")
+
+    monkeypatch.setattr(registry_module.metadata, "entry_points", broken)
+    with ToolRegistry.default(settings) as registry:
+        assert registry.names() == ["calculate", "getTime", "getWeather", "search"]
+    assert "could not list tool plugins" in caplog.text
