@@ -1,0 +1,5 @@
+"""Model clients behind one small Protocol: the Ollama adapter and a scripted fake."""
+
+from jarvis_agents.llm.base import ChatMessage, ChatModel
+
+__all__ = ["ChatMessage", "ChatModel"]

@@ -1,0 +1,281 @@
+"""OllamaChatModel against FakeOllama over real HTTP: streaming, interruption, failures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import ollama
+import pytest
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import (
+    Cancelled,
+    ModelError,
+    ModelNotFound,
+    ModelUnavailable,
+    StepTimeout,
+)
+from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.ollama import OllamaChatModel
+from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_ollama_scripts import CALC_PRODUCT
+
+REPO = Path(__file__).resolve().parents[2]
+CONVERSATION = [ChatMessage("system", "Answer in the ReACT format."), ChatMessage("user", "2+2?")]
+REPLY = "THOUGHT: Easy.\nFINAL_ANSWER: 4"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    with FakeOllama(responder=lambda request: REPLY) as server:
+        yield server
+
+
+@pytest.fixture
+def model(fake: FakeOllama) -> Iterator[OllamaChatModel]:
+    # Millisecond backoffs keep retry tests fast; the policy is the production one.
+    with OllamaChatModel(host=fake.url, backoff_initial_s=0.01, backoff_max_s=0.05) as chat_model:
+        yield chat_model
+
+
+def ask(
+    model: OllamaChatModel,
+    *,
+    name: str = "llama3.2",
+    timeout_s: float = 5.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    stop: tuple[str, ...] = ("OBSERVATION:",),
+) -> str:
+    return model.chat(
+        CONVERSATION, model=name, stop=stop, deadline=time.monotonic() + timeout_s,
+        should_stop=should_stop,
+    )
+
+
+def flips_after(seconds: float) -> Callable[[], bool]:
+    at = time.monotonic() + seconds
+    return lambda: time.monotonic() >= at
+
+
+# --- replies -------------------------------------------------------------------------
+
+
+def test_a_streamed_reply_is_assembled(fake: FakeOllama, model: OllamaChatModel) -> None:
+    assert ask(model) == REPLY
+    (request,) = fake.requests
+    assert request["stream"] is True
+    assert request["model"] == "llama3.2"
+    assert request["messages"] == [
+        {"role": "system", "content": "Answer in the ReACT format."},
+        {"role": "user", "content": "2+2?"},
+    ]
+
+
+def test_stop_sequences_are_sent_and_honoured(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.responder = lambda request: "THOUGHT: t\nACTION: calculate\nINPUT: 2+2\nOBSERVATION: 5"
+    assert ask(model, stop=("OBSERVATION:", "\nFINAL")) == "THOUGHT: t\nACTION: calculate\nINPUT: 2+2\n"
+    assert fake.requests[0]["options"]["stop"] == ["OBSERVATION:", "\nFINAL"]
+
+
+# --- interruption --------------------------------------------------------------------
+
+
+def test_cancellation_mid_reply_is_prompt(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.responder = lambda request: " ".join(["word"] * 50)
+    fake.chunk_delay_s = 0.1  # five seconds of reply in all
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=flips_after(0.3))
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_silent_model_is_interruptible(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.latency_s = 10.0  # nothing at all, not even headers, for ten seconds
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=flips_after(0.3))
+    assert time.monotonic() - started < 0.5
+
+
+def test_the_step_deadline_mid_reply_is_a_step_timeout(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.responder = lambda request: " ".join(["word"] * 50)
+    fake.chunk_delay_s = 0.1
+    started = time.monotonic()
+    with pytest.raises(StepTimeout, match="step timeout"):
+        ask(model, timeout_s=0.3)
+    assert time.monotonic() - started < 0.5
+
+
+# --- failures ------------------------------------------------------------------------
+
+
+def test_server_errors_are_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.fail_next(2, status=500)
+    assert ask(model) == REPLY
+    assert fake.call_count == 3
+
+
+def test_rate_limiting_is_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.fail_next(1, status=429, message="server busy, please try again")
+    assert ask(model) == REPLY
+    assert fake.call_count == 2
+
+
+def test_a_stream_cut_mid_reply_is_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.drop_next(1, after_chunks=2)
+    assert ask(model) == REPLY
+    assert fake.call_count == 2
+
+
+def test_persistent_server_errors_exhaust_the_retries(fake: FakeOllama) -> None:
+    fake.fail_next(100, status=503, message="runner crashed")
+    with (
+        OllamaChatModel(host=fake.url, retries=4, backoff_initial_s=0.01) as model,
+        pytest.raises(ModelUnavailable) as failure,
+    ):
+        ask(model)
+    assert fake.call_count == 4
+    assert str(failure.value) == (
+        f"the Ollama server at {fake.url} kept failing after 4 attempts: HTTP 503: runner crashed"
+    )
+
+
+def test_a_server_that_is_down_is_unavailable_after_retries(fake: FakeOllama) -> None:
+    fake.stop()
+    with (
+        OllamaChatModel(host=fake.url, backoff_initial_s=0.01) as model,
+        pytest.raises(ModelUnavailable) as failure,
+    ):
+        ask(model)
+    assert str(failure.value) == (
+        f"could not reach the Ollama server at {fake.url} after 3 attempts: connection refused"
+    )
+
+
+def test_backoff_is_interruptible(fake: FakeOllama) -> None:
+    fake.fail_next(100)
+    with OllamaChatModel(host=fake.url, backoff_initial_s=10.0) as model:
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            ask(model, should_stop=flips_after(0.2))
+        assert time.monotonic() - started < 0.4
+    assert fake.call_count == 1
+
+
+def test_the_server_coming_back_on_the_same_port_is_used(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    assert ask(model) == REPLY
+    port = fake.port
+    fake.stop()
+    with pytest.raises(ModelUnavailable):
+        ask(model)
+    fake.start()
+    assert fake.port == port
+    assert ask(model) == REPLY
+
+
+def test_an_unknown_model_is_not_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
+    with pytest.raises(ModelNotFound, match="ollama pull mistral"):
+        ask(model, name="mistral")
+    assert fake.call_count == 1
+
+
+def test_a_bad_request_is_a_model_error_with_the_servers_words(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.fail_next(1, status=400, message="invalid options: stop must be a list")
+    with pytest.raises(ModelError, match="HTTP 400.*stop must be a list") as failure:
+        ask(model)
+    assert not isinstance(failure.value, ModelUnavailable)
+    assert fake.call_count == 1
+
+
+# --- readiness -----------------------------------------------------------------------
+
+
+def test_ping_lists_the_pulled_models(fake: FakeOllama, model: OllamaChatModel) -> None:
+    assert model.ping() == {
+        "reachable": True, "models": ["llama3.2:latest", "test-model:latest"], "error": None,
+    }
+    assert model.has_model("llama3.2")
+    assert model.has_model("test-model:latest")
+    assert not model.has_model("mistral")
+
+
+def test_ping_reports_an_unreachable_server(fake: FakeOllama, model: OllamaChatModel) -> None:
+    fake.stop()
+    result = model.ping(timeout_s=0.5)
+    assert result == {"reachable": False, "models": [], "error": "connection refused"}
+    assert not model.has_model("llama3.2", timeout_s=0.5)
+
+
+def test_from_settings_uses_host_retries_and_step_timeout(fake: FakeOllama) -> None:
+    settings = Settings(database_url="sqlite://", redis_url=None, data_dir=Path("."),
+                        ollama_host=fake.url, model_retries=5, step_timeout_s=12.0)
+    with OllamaChatModel.from_settings(settings) as model:
+        assert (model.host, model.retries, model.read_timeout_s) == (fake.url, 5, 12.0)
+        assert ask(model) == REPLY
+
+
+# --- the fake itself -----------------------------------------------------------------
+
+
+def test_the_fake_answers_the_plain_ollama_client(fake: FakeOllama) -> None:
+    fake.responder = FakeOllama.by_turn(["first turn", "second turn"])
+    with ollama.Client(host=fake.url) as client:
+        whole = client.chat(model="test-model", messages=[{"role": "user", "content": "hi"}])
+        later = client.chat(model="test-model", stream=False, messages=[
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "first turn"},
+        ])
+        shown = client.show("llama3.2")
+        with pytest.raises(ollama.ResponseError) as missing:
+            client.chat(model="nope", messages=[])
+    assert (whole.message.content, later.message.content) == ("first turn", "second turn")
+    assert whole.done and whole.done_reason == "stop"
+    assert shown.capabilities is not None and "tools" in shown.capabilities
+    assert missing.value.status_code == 404
+    assert missing.value.error == 'model "nope" not found, try pulling it first'
+
+
+def test_the_fake_runs_as_a_process_with_a_builtin_script() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fake_ollama", "--port", "0", "--script", "calc"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        url = banner.split(" on ")[1].split()[0]
+        with OllamaChatModel(host=url) as model:
+            first = ask(model)
+            second = model.chat(
+                [*CONVERSATION, ChatMessage("assistant", first), ChatMessage("user", "1113068")],
+                model="llama3.2", stop=[], deadline=time.monotonic() + 5, should_stop=lambda: False,
+            )
+    finally:
+        process.terminate()
+        process.wait(timeout=5)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert "ACTION: calculate\nINPUT: 1234*902" in first
+    assert f"FINAL_ANSWER: 1234 * 902 = {CALC_PRODUCT}" in second
+    assert process.returncode == 0
+
+
+def test_a_cancelled_reply_leaves_no_thread_behind_for_long(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.responder = lambda request: " ".join(["word"] * 50)
+    fake.chunk_delay_s = 0.05
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=flips_after(0.1))
+    time.sleep(0.2)  # the worker drops the stream at its next chunk
+    assert not [t for t in threading.enumerate() if t.name.startswith("ollama-stream")]
