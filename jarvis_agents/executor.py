@@ -1,0 +1,254 @@
+"""The ReACT loop for one agent: plan, act, observe, until an answer or a limit.
+
+The loop keeps no state of its own between iterations: it rebuilds history, the
+next `step` and the next `seq` from the persisted steps, so any attempt can resume
+an agent exactly where the last one stopped. Each iteration writes its rows in
+two transactions, [THINK, ACT] then [OBSERVE], or [THINK, FINAL] together with the
+completion; a resumed attempt that finds an ACT without its OBSERVE runs the tool
+again, and nothing is ever written twice (the schema refuses it anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Protocol
+
+from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
+from jarvis_agents.events import EventBus
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.llm.base import ChatModel
+from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
+from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
+from jarvis_agents.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+class StepStore(Protocol):
+    """What the loop needs of persistence (the Repository provides it)."""
+
+    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None: ...
+    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
+    def append_steps(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
+    ) -> None: ...
+    def transition(
+        self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
+    ) -> bool: ...
+
+
+class Timings(Protocol):
+    """Where the loop reports how long things took (Prometheus in production)."""
+
+    def planning(self, seconds: float) -> None: ...
+    def tool(self, name: str, seconds: float) -> None: ...
+    def step(self, kind: str) -> None: ...
+
+
+class _NoTimings:
+    def planning(self, seconds: float) -> None:
+        pass
+
+    def tool(self, name: str, seconds: float) -> None:
+        pass
+
+    def step(self, kind: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Limits:
+    step_timeout_s: float
+    total_timeout_s: float
+
+
+@dataclass
+class _State:
+    """Where the agent stands, rebuilt from its persisted steps."""
+
+    history: list[Step]
+    next_step: int
+    next_seq: int
+    pending_act: Step | None  # an ACT whose OBSERVE was never written
+
+    @classmethod
+    def rebuild(cls, steps: list[Step]) -> _State:
+        if not steps:
+            return cls([], 0, 1, None)
+        last = max(s.step for s in steps)
+        kinds = {s.type: s for s in steps if s.step == last}
+        pending = kinds.get(StepType.ACT) if StepType.OBSERVE not in kinds else None
+        return cls(steps, last if pending else last + 1, max(s.seq for s in steps) + 1, pending)
+
+
+class Executor:
+    """Runs agents step by step against a model, tools, a store and an event bus."""
+
+    def __init__(
+        self,
+        *,
+        store: StepStore,
+        model: ChatModel,
+        tools: ToolRegistry,
+        events: EventBus,
+        limits: Limits,
+        on_finished: Callable[[Agent], None] | None = None,
+        timings: Timings | None = None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.tools = tools
+        self.events = events
+        self.limits = limits
+        self.on_finished = on_finished
+        self.timings = timings or _NoTimings()
+
+    def run(self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False) -> Agent | None:
+        """Drive a RUNNING agent owned by `agent.attempt` to its end.
+
+        Returns the agent as this attempt left it when it ended it, or None when the
+        agent was cancelled or taken over by another attempt meanwhile.
+        """
+        tools = self.tools.subset(agent.tools)
+        tool_list = [t for t in (tools.get(n) for n in tools.names()) if t is not None]
+        state = _State.rebuild(self.store.steps_after(agent.id))
+        started = agent.started_at or utcnow()
+        deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
+        try:
+            if state.pending_act is not None:
+                self._observe(agent, tools, state, state.pending_act)
+            while True:
+                if should_stop() or self._cancelled(agent):
+                    return None
+                if utcnow() >= deadline_at:
+                    return self._fail(
+                        agent, state, StopReason.TOTAL_TIMEOUT,
+                        f"the agent ran out of time: the total timeout of "
+                        f"{self.limits.total_timeout_s:g} s has passed",
+                    )
+                if state.next_step >= agent.max_steps:
+                    return self._fail(
+                        agent, state, StopReason.MAX_STEPS,
+                        f"reached the step limit ({agent.max_steps}) without a final answer",
+                    )
+                finished = self._iterate(agent, tools, tool_list, state, deadline_at, should_stop)
+                if finished is not None:
+                    return finished
+        except (Cancelled, StaleAttempt) as exc:
+            log.info("agent %s attempt %s stopped: %s", agent.id, agent.attempt, exc)
+            return None
+
+    # --- one iteration ---------------------------------------------------------------
+
+    def _iterate(self, agent, tools, tool_list, state, deadline_at, should_stop) -> Agent | None:  # type: ignore[no-untyped-def]
+        remaining_s = (deadline_at - utcnow()).total_seconds()
+        step_budget_s = min(self.limits.step_timeout_s, remaining_s)
+        messages = build_messages(agent.goal, tool_list, state.history)
+        began = time.monotonic()
+        try:
+            reply = self.model.chat(
+                messages, model=agent.model, stop=STOP_SEQUENCES,
+                deadline=began + step_budget_s, should_stop=should_stop,
+            )
+        except StepTimeout:
+            if step_budget_s < self.limits.step_timeout_s:
+                return self._fail(
+                    agent, state, StopReason.TOTAL_TIMEOUT,
+                    f"the agent ran out of time: the total timeout of "
+                    f"{self.limits.total_timeout_s:g} s passed while the model was planning",
+                )
+            return self._fail(
+                agent, state, StopReason.STEP_TIMEOUT,
+                f"the model took longer than the step timeout of "
+                f"{self.limits.step_timeout_s:g} s to plan step {state.next_step}",
+            )
+        except ModelError as exc:
+            return self._fail(agent, state, StopReason.MODEL_ERROR, str(exc))
+        planning_s = time.monotonic() - began
+        self.timings.planning(planning_s)
+        plan = parse_reply(reply)
+        rows = self._rows(state, plan, planning_ms=int(planning_s * 1000), tools=tools)
+        if isinstance(plan, FinalAnswer):
+            return self._complete(agent, state, rows, plan.answer)
+        self._write(agent, state, rows, step_count=state.next_step + 1)
+        self._observe(agent, tools, state, rows[-1])
+        return None
+
+    def _rows(self, state: _State, plan: Action | FinalAnswer, *, planning_ms: int, tools: ToolRegistry) -> list[Step]:
+        now = utcnow()
+        rows: list[Step] = []
+        seq = state.next_seq
+        if plan.thought.strip():
+            rows.append(Step(seq, state.next_step, StepType.THINK, plan.thought, created_at=now,
+                             duration_ms=planning_ms))
+            seq += 1
+        if isinstance(plan, FinalAnswer):
+            rows.append(Step(seq, state.next_step, StepType.FINAL, plan.answer, created_at=now,
+                             duration_ms=None if rows else planning_ms))
+        else:
+            known = tools.get(plan.tool)
+            name = known.name if known is not None else (plan.tool.strip() or "(none)")
+            rows.append(Step(seq, state.next_step, StepType.ACT, plan.tool_input, tool=name,
+                             created_at=now, duration_ms=None if rows else planning_ms))
+        return rows
+
+    def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step) -> None:
+        result = tools.call(act.tool or "", act.content)
+        self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
+        observation = Step(
+            state.next_seq, act.step, StepType.OBSERVE, result.content, tool=act.tool,
+            created_at=utcnow(), duration_ms=result.duration_ms,
+        )
+        self._write(agent, state, [observation], step_count=act.step + 1)
+        state.next_step = act.step + 1
+        state.pending_act = None
+
+    # --- persistence -----------------------------------------------------------------
+
+    def _write(self, agent: Agent, state: _State, rows: list[Step], *, step_count: int) -> None:
+        self.store.append_steps(agent.id, agent.attempt, rows, step_count=step_count)
+        state.history.extend(rows)
+        state.next_seq += len(rows)
+        for row in rows:
+            self.timings.step(row.type.value)
+        self.events.publish_steps(agent, rows)
+
+    def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str) -> Agent | None:
+        done = replace(agent.with_completed(answer), step_count=state.next_step + 1)
+        return self._end(agent, done, rows)
+
+    def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str) -> Agent | None:
+        step = min(state.next_step, max(agent.max_steps - 1, 0))
+        if any(s.step == step and s.type is StepType.ERROR for s in state.history):
+            step = state.next_step  # never a second ERROR row for one iteration
+        row = Step(state.next_seq, step, StepType.ERROR, error, created_at=utcnow())
+        done = replace(
+            agent.with_failed(error, stop_reason=reason),
+            step_count=min(state.next_step, agent.max_steps),
+        )
+        return self._end(agent, done, [row])
+
+    def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
+        won = self.store.transition(
+            agent.id, AgentStatus.RUNNING, done.status, attempt=agent.attempt, steps=rows,
+            final_answer=done.final_answer, error=done.error, stop_reason=done.stop_reason,
+            step_count=done.step_count, completed_at=done.completed_at, now=done.updated_at,
+        )
+        if not won:
+            return None
+        for row in rows:
+            self.timings.step(row.type.value)
+        self.events.publish_steps(done, rows)
+        self.events.publish_status(done)
+        if self.on_finished is not None:
+            self.on_finished(done)
+        return done
+
+    def _cancelled(self, agent: Agent) -> bool:
+        current = self.store.get(agent.id)
+        return current is None or current.status is not AgentStatus.RUNNING or current.attempt != agent.attempt

@@ -1,0 +1,154 @@
+"""Use cases the doors call: create, cancel, get, list, steps.
+
+The API is a thin translation of HTTP into these calls; the worker side lives in
+`runner.py`. Enqueueing is behind the Dispatcher protocol so this module knows
+nothing of Celery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Protocol
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
+from jarvis_agents.events import EventBus
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.store.repository import Repository
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher(Protocol):
+    """Puts agents on the queue and pulls them off it (Celery in production)."""
+
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        """Queue a run of the agent; raises DependencyUnavailable if the broker is down."""
+
+    def revoke(self, task_ids: Sequence[str]) -> None:
+        """Tell workers to drop or stop these tasks (best effort)."""
+
+    def notify(self, agent_id: uuid.UUID) -> None:
+        """Queue the webhook delivery of an agent that has ended."""
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """A validated create body (CONTRACT §2); the API has checked types and ranges."""
+
+    goal: str
+    max_steps: int | None = None
+    model: str | None = None
+    tools: tuple[str, ...] | None = None
+    webhook_url: str | None = None
+
+    def fingerprint(self) -> str:
+        """A stable hash of the body, to tell a repeat from a different request."""
+        body = asdict(self)
+        body["tools"] = list(self.tools) if self.tools is not None else None
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class AgentService:
+    def __init__(
+        self,
+        *,
+        repository: Repository,
+        settings: Settings,
+        dispatcher: Dispatcher,
+        events: EventBus,
+        tool_names: Sequence[str],
+        webhook_check: object | None = None,
+    ) -> None:
+        self.repository = repository
+        self.settings = settings
+        self.dispatcher = dispatcher
+        self.events = events
+        self.tool_names = {name.lower(): name for name in tool_names}
+        self.webhook_check = webhook_check
+
+    def create(
+        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None
+    ) -> tuple[Agent, bool]:
+        """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat."""
+        tools = None
+        if request.tools is not None:
+            unknown = [t for t in request.tools if t.strip().lower() not in self.tool_names]
+            if unknown:
+                raise RequestError(
+                    f"unknown tool(s): {', '.join(unknown)}; available tools: "
+                    f"{', '.join(sorted(self.tool_names.values()))}",
+                    code="unknown_tool",
+                )
+            tools = tuple(dict.fromkeys(self.tool_names[t.strip().lower()] for t in request.tools))
+        if request.webhook_url is not None and callable(self.webhook_check):
+            self.webhook_check(request.webhook_url)
+        agent = Agent.new(
+            user_id=user_id,
+            goal=request.goal,
+            model=request.model or self.settings.model,
+            max_steps=request.max_steps or self.settings.max_steps,
+            tools=tools,
+            webhook_url=request.webhook_url,
+            idempotency_key=idempotency_key,
+            request_hash=request.fingerprint() if idempotency_key else None,
+        )
+        agent = replace(agent, task_id=str(agent.id))
+        agent, created = self.repository.create_agent(
+            agent, max_active=self.settings.max_active_per_user
+        )
+        if created:
+            self.events.publish_status(agent)
+            # Enqueue only after the row is committed, so a fast worker always finds it.
+            # If the broker is down the agent stays PENDING with no task id, and a
+            # worker's sweeper enqueues it once the broker is back: nothing is lost.
+            try:
+                self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id))
+            except DependencyUnavailable as exc:
+                log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
+                self.repository.forget_task(agent.id)
+        return agent, created
+
+    def get(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
+        agent = self.repository.get(agent_id, user_id=user_id)
+        if agent is None:
+            raise NotFound(f"no agent with id {agent_id}")
+        return agent
+
+    def list(
+        self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None
+    ) -> tuple[list[Agent], str | None]:
+        return self.repository.list_agents(user_id, status=status, limit=limit, cursor=cursor)
+
+    def steps(self, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int = 0) -> list[Step]:
+        self.get(user_id, agent_id)
+        return self.repository.steps_after(agent_id, after)
+
+    def cancel(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
+        """Cancel a PENDING or RUNNING agent: the compare-and-set first, then the revoke."""
+        while True:
+            agent = self.get(user_id, agent_id)
+            if agent.is_terminal:
+                raise Conflict(
+                    f"agent {agent_id} is already {agent.status.value} and cannot be cancelled",
+                    code="agent_terminal",
+                )
+            cancelled = agent.with_cancelled()
+            if self.repository.transition(
+                agent_id, agent.status, cancelled.status,
+                stop_reason=cancelled.stop_reason, completed_at=cancelled.completed_at,
+                now=cancelled.updated_at,
+            ):
+                break
+            # Lost a race (it started, or ended): look again.
+        self.events.publish_cancel(agent_id)
+        self.events.publish_status(cancelled)
+        self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
+        if agent.webhook_url:
+            self.dispatcher.notify(agent_id)
+        return cancelled
