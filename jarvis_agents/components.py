@@ -1,0 +1,90 @@
+"""The composition root: builds the real pieces from Settings, for the doors to use.
+
+Nothing here runs at import time; each door (API, worker, CLI) calls one builder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import ConfigError
+from jarvis_agents.events import RedisEventBus
+from jarvis_agents.store import open_repository
+from jarvis_agents.store.repository import Repository
+
+if TYPE_CHECKING:
+    from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.service import Dispatcher
+    from jarvis_agents.tools.registry import ToolRegistry
+    from jarvis_agents.webhooks import WebhookSender
+
+
+def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
+    """A Redis client with bounded waits: no call blocks forever."""
+    import redis
+
+    if not settings.redis_url:
+        raise ConfigError(
+            "REDIS_URL is not set; point it at Redis (redis://host:6379/0) "
+            "or use `jarvis-agents up`, which starts one"
+        )
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        health_check_interval=10,
+        retry_on_timeout=True,
+        max_connections=max_connections,
+    )
+
+
+@dataclass
+class WorkerComponents:
+    settings: Settings
+    repository: Repository
+    tools: ToolRegistry
+    runner: AgentRunner
+    webhooks: WebhookSender
+    redis: Any
+
+    def close(self) -> None:
+        self.runner.stop_background()
+        self.tools.close()
+        self.repository.engine.dispose()
+        self.redis.close()
+
+
+def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+    from jarvis_agents.executor import Executor, Limits
+    from jarvis_agents.llm.ollama import OllamaChatModel
+    from jarvis_agents.metrics import PrometheusTimings
+    from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.tools.registry import ToolRegistry
+    from jarvis_agents.webhooks import WebhookSender
+
+    repository = open_repository(settings, pool_size=min(50, settings.worker_concurrency // 2 + 5))
+    redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
+    events = RedisEventBus(redis)
+    tools = ToolRegistry.default(settings)
+
+    def on_finished(agent: Any) -> None:
+        if agent.webhook_url:
+            dispatcher.notify(agent.id)
+
+    executor = Executor(
+        store=repository,
+        model=OllamaChatModel.from_settings(settings),
+        tools=tools,
+        events=events,
+        limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
+        on_finished=on_finished,
+        timings=PrometheusTimings(),
+    )
+    runner = AgentRunner(
+        repository=repository, executor=executor, events=events, dispatcher=dispatcher,
+        settings=settings,
+    )
+    webhooks = WebhookSender(repository=repository, settings=settings)
+    return WorkerComponents(settings, repository, tools, runner, webhooks, redis)

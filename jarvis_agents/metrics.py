@@ -1,0 +1,34 @@
+"""Prometheus metrics: latency histograms recorded where the work happens.
+
+Workers record planning, tool and step metrics in their own process; the API's
+`/metrics` adds gauges read from the database (agents by status, steps by type,
+queue depth, age of the oldest PENDING agent) at scrape time, so they are right
+across any number of worker machines.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+PLANNING_SECONDS = Histogram(
+    "jarvis_planning_seconds", "Time of one planning call to the model.", buckets=LATENCY_BUCKETS
+)
+TOOL_SECONDS = Histogram(
+    "jarvis_tool_seconds", "Time of one tool call.", ["tool"], buckets=LATENCY_BUCKETS
+)
+STEPS_WRITTEN = Counter("jarvis_steps_written", "Steps persisted by this process.", ["type"])
+
+
+class PrometheusTimings:
+    """The executor's Timings, recorded into this process's Prometheus registry."""
+
+    def planning(self, seconds: float) -> None:
+        PLANNING_SECONDS.observe(seconds)
+
+    def tool(self, name: str, seconds: float) -> None:
+        TOOL_SECONDS.labels(tool=name).observe(seconds)
+
+    def step(self, kind: str) -> None:
+        STEPS_WRITTEN.labels(type=kind).inc()

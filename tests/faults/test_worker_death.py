@@ -1,0 +1,69 @@
+"""Workers die; agents do not: resumed from their last step, nothing written twice."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+from jarvis_agents.lifecycle import AgentStatus, StepType
+from tests.faults.conftest import System
+
+
+def assert_clean_history(system: System, agent_id: Any) -> None:
+    steps = system.repository.steps_after(agent_id)
+    assert [s.seq for s in steps] == list(range(1, len(steps) + 1)), "gaps or duplicates in seq"
+    assert Counter((s.step, s.type) for s in steps).most_common(1)[0][1] == 1
+    assert [s.type for s in steps].count(StepType.FINAL) == 1
+
+
+def test_sigkill_mid_agent_then_another_worker_completes_it(system: System, fake_ollama: Any,
+                                                             start_worker: Any) -> None:
+    fake_ollama.latency_s = 1.0
+    first = start_worker(system.env)
+    agent = system.create()
+    # Kill once the first iteration is persisted and the second planning call is in flight.
+    system.wait_until(lambda: len(system.repository.steps_after(agent.id)) >= 3, 20, "first steps")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    assert system.repository.get(agent.id).status is AgentStatus.RUNNING  # type: ignore[union-attr]
+    start_worker(system.env)
+    done = system.terminal(agent.id, timeout_s=40)
+    assert done.status is AgentStatus.COMPLETED, done.error
+    assert done.final_answer == "1113068" and done.attempt == 2
+    assert_clean_history(system, agent.id)
+
+
+def test_sigterm_loses_no_agent(system: System, fake_ollama: Any, start_worker: Any) -> None:
+    fake_ollama.latency_s = 0.5
+    worker = start_worker(system.env)
+    agents = [system.create() for _ in range(5)]
+    system.wait_until(
+        lambda: all(system.repository.get(a.id).status is AgentStatus.RUNNING for a in agents),  # type: ignore[union-attr]
+        20, "agents to start")
+    worker.signal(signal.SIGTERM)
+    began = time.monotonic()
+    worker.proc.wait(60)
+    assert time.monotonic() - began < 45
+    start_worker(system.env)
+    for agent in agents:
+        done = system.terminal(agent.id, timeout_s=40)
+        assert done.status is AgentStatus.COMPLETED, done.error
+        assert_clean_history(system, agent.id)
+
+
+def test_model_down_then_back_completes_or_fails_never_stuck(system: System, fake_ollama: Any,
+                                                              start_worker: Any) -> None:
+    start_worker(system.env)
+    fake_ollama.latency_s = 0.3
+    agent = system.create()
+    system.wait_until(lambda: len(system.repository.steps_after(agent.id)) >= 3, 20, "first steps")
+    fake_ollama.stop()
+    time.sleep(10)
+    fake_ollama.start()
+    done = system.terminal(agent.id, timeout_s=40)
+    assert done.status in {AgentStatus.COMPLETED, AgentStatus.FAILED}
+    if done.status is AgentStatus.FAILED:
+        assert done.stop_reason is not None and done.stop_reason.value == "model_error"
+        assert "Ollama" in (done.error or "")

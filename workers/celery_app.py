@@ -1,0 +1,95 @@
+"""The Celery application, configured from Settings; the dispatcher the API uses.
+
+Pool: threads. An agent spends nearly all its time waiting on the model, so one
+process runs `JARVIS_WORKER_CONCURRENCY` (default 100) agents at once as threads.
+The threads pool sees a revoke in-process within milliseconds (prefork children
+never see one for a running task) but has no time limits, so the ReACT loop
+enforces its own deadlines.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from celery import Celery
+from kombu.exceptions import OperationalError as KombuOperationalError
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import ConfigError, DependencyUnavailable
+
+log = logging.getLogger(__name__)
+
+RUN_AGENT = "jarvis.run_agent"
+DELIVER_WEBHOOK = "jarvis.deliver_webhook"
+QUEUE = "jarvis-agents"
+
+
+def create_celery(settings: Settings) -> Celery:
+    if not settings.redis_url:
+        raise ConfigError(
+            "REDIS_URL is not set; point it at Redis (redis://host:6379/0) "
+            "or use `jarvis-agents up`, which starts one"
+        )
+    app = Celery("jarvis_agents", broker=settings.redis_url, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_default_queue=QUEUE,
+        # A task is acknowledged when it ends, and handed back if the worker dies:
+        # the attempt check in SQL makes a second delivery harmless.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_pool="threads",
+        worker_concurrency=settings.worker_concurrency,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_pool_limit=max(10, settings.worker_concurrency // 4),
+        broker_transport_options={
+            "visibility_timeout": 3600,
+            # Many threads acknowledge at once; the default pool of 10 runs dry.
+            "max_connections": settings.worker_concurrency + 20,
+            "socket_timeout": 10,
+            "socket_connect_timeout": 5,
+            "health_check_interval": 10,
+            "retry_on_timeout": True,
+        },
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
+    return app
+
+
+class CeleryDispatcher:
+    """Sends agents to the queue; the API and the sweeper use it."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        try:
+            self.app.send_task(
+                RUN_AGENT, args=[str(agent_id)], task_id=task_id, queue=QUEUE,
+                retry=True,
+                retry_policy={"max_retries": 3, "interval_start": 0.1, "interval_step": 0.5,
+                              "interval_max": 1.0},
+            )
+        except (KombuOperationalError, OSError) as exc:
+            raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+
+    def revoke(self, task_ids: Sequence[str]) -> None:
+        try:
+            self.app.control.revoke(list(task_ids))
+        except (KombuOperationalError, OSError) as exc:
+            # The compare-and-set already cancelled it; workers also check the database.
+            log.warning("could not broadcast the revoke of %s: %s", task_ids, exc)
+
+    def notify(self, agent_id: uuid.UUID) -> None:
+        try:
+            self.app.send_task(DELIVER_WEBHOOK, args=[str(agent_id)], queue=QUEUE)
+        except (KombuOperationalError, OSError) as exc:
+            log.warning("could not queue the webhook of agent %s: %s", agent_id, exc)
