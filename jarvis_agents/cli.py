@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, NoReturn
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import JarvisError
+
+if TYPE_CHECKING:
+    from jarvis_agents.client import JarvisClient, SseEvent
 
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
@@ -133,7 +138,235 @@ def worker(concurrency: int | None, loglevel: str) -> None:
     """Run one Celery worker process."""
     from workers.main import run_worker
 
-    run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel)
+    sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel))
+
+
+# --- client commands: the API over HTTP (JARVIS_URL, JARVIS_API_KEY) -----------------
+
+STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+# Exit codes of `run` and `watch`: like a shell, 130 for an interrupted (cancelled) agent.
+EXIT_CODES = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 130}
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")
+
+
+def open_client() -> JarvisClient:
+    from jarvis_agents.client import JarvisClient
+
+    return JarvisClient.from_env()
+
+
+@main.command()
+@click.argument("goal")
+@click.option("--detach", is_flag=True, help="Print the new agent's id and return at once.")
+@json_option
+@click.option("--max-steps", type=click.IntRange(1, 50), default=None, help="ReACT iterations at most.")
+@click.option("--model", default=None, help="Ollama model (default: the server's JARVIS_MODEL).")
+@click.option("--tool", "tools", multiple=True, metavar="NAME",
+              help="Allow only this tool (repeat for several; see `jarvis-agents tools`).")
+def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
+        tools: tuple[str, ...]) -> None:
+    """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
+
+    Exits 0 when it completes, 1 when it fails, 130 when it is cancelled.
+    """
+    from jarvis_agents.terminal import make_console, print_json
+
+    options: dict[str, Any] = {"max_steps": max_steps, "model": model, "tools": list(tools) or None}
+    client = open_client()
+    console = make_console()
+    if detach:
+        agent = client.create(goal, **options)
+        if as_json:
+            print_json(console, agent)
+        else:
+            console.out(agent["id"])
+        return
+    started = time.monotonic()
+    agent_id, stream = client.stream_create(goal, **options)
+    try:
+        status = follow(client, agent_id, stream, as_json=as_json, started=started,
+                        header=f"agent {agent_id}", rejoin=True)
+    except KeyboardInterrupt:
+        stream.close()
+        cancel_quietly(client, agent_id)
+        click.echo(f"cancelled agent {agent_id}", err=True)
+        sys.exit(130)
+    sys.exit(EXIT_CODES.get(status, 1))
+
+
+@main.command()
+@click.argument("agent_id", metavar="ID")
+@json_option
+def watch(agent_id: str, as_json: bool) -> None:
+    """Follow an agent's steps live until it ends (Ctrl-C stops watching, not the agent).
+
+    Exits 0 when it completes, 1 when it fails, 130 when it is cancelled.
+    """
+    client = open_client()
+    client.get(agent_id)  # an unknown id is one clear error before any output
+    events = client.events(agent_id)
+    status = follow(client, agent_id, events, as_json=as_json, started=None,
+                    header=f"watching agent {agent_id} (Ctrl-C stops watching; the agent goes on)")
+    sys.exit(EXIT_CODES.get(status, 1))
+
+
+def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, as_json: bool,
+           started: float | None, header: str, rejoin: bool = False) -> str:
+    """Print an agent's events until `done`; returns its final status.
+
+    With `rejoin`, a stream that breaks off (the streamed create) is continued from the
+    agent's own event stream after the last seq seen, so no step is lost or repeated.
+    """
+    from jarvis_agents.client import ApiUnreachable
+    from jarvis_agents.terminal import LiveRenderer, make_console, print_json
+
+    console = make_console()
+    renderer = None if as_json else LiveRenderer(console, started=started)
+    if renderer is not None:
+        renderer.header(header)
+        if started is None:  # watching: the clock is the agent's own
+            renderer.started = time.monotonic() - started_ago(client.get(agent_id))
+    last_seq: str | None = None
+    done: dict[str, Any] | None = None
+    try:
+        while done is None:
+            try:
+                for event in events:
+                    data = event.json()
+                    if event.id is not None:
+                        last_seq = event.id
+                    if renderer is None:
+                        print_json(console, {"event": event.event, **data})
+                    else:
+                        renderer.event(event.event, data)
+                    if event.event == "done":
+                        done = data
+                        break
+                else:
+                    raise ApiUnreachable(f"the event stream of agent {agent_id} ended before the agent did")
+            except ApiUnreachable:
+                if not rejoin:
+                    raise
+            if done is None:
+                rejoin = False  # client.events() does its own reconnecting
+                events = client.events(agent_id, last_event_id=last_seq)
+    finally:
+        if renderer is not None:
+            renderer.stop()
+    status = str(done.get("status", "FAILED"))
+    if renderer is not None:
+        try:
+            agent = client.get(agent_id)
+        except JarvisError:
+            agent = None
+        renderer.finish(status, done.get("stop_reason"), agent)
+    return status
+
+
+def started_ago(agent: dict[str, Any]) -> float:
+    """Seconds since the agent started (0 if it has not)."""
+    from datetime import UTC, datetime
+
+    started_at = agent.get("started_at") or agent.get("created_at")
+    if not started_at:
+        return 0.0
+    when = datetime.fromisoformat(started_at)
+    return max(0.0, (datetime.now(UTC) - when).total_seconds())
+
+
+def cancel_quietly(client: JarvisClient, agent_id: str) -> None:
+    """Cancel after Ctrl-C; an agent that has just ended needs nothing."""
+    from jarvis_agents.client import ApiError
+
+    try:
+        client.cancel(agent_id)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+
+
+@main.command("list")
+@click.option("--status", type=click.Choice(STATUSES, case_sensitive=False), default=None,
+              help="Only agents in this status.")
+@click.option("--limit", type=click.IntRange(1, 100), default=None, help="At most this many (1-100).")
+@click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
+@json_option
+def list_agents(status: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
+    """List your agents, newest first."""
+    from jarvis_agents.terminal import agents_table, make_console, print_json
+
+    page = open_client().list(status=status.upper() if status else None, limit=limit, cursor=cursor)
+    console = make_console()
+    if as_json:
+        print_json(console, page)
+        return
+    if not page["agents"]:
+        click.echo("no agents" + (f" with status {status.upper()}" if status else ""), err=True)
+        return
+    agents_table(console, page["agents"])
+    if page.get("next_cursor"):
+        click.echo(f"more: jarvis-agents list --cursor {page['next_cursor']}", err=True)
+
+
+@main.command()
+@click.argument("agent_id", metavar="ID")
+@json_option
+def show(agent_id: str, as_json: bool) -> None:
+    """Show one agent: status, answer or error, timings."""
+    from jarvis_agents.terminal import agent_details, make_console, print_json
+
+    agent = open_client().get(agent_id)
+    console = make_console()
+    if as_json:
+        print_json(console, agent)
+    else:
+        agent_details(console, agent)
+
+
+@main.command()
+@click.argument("agent_id", metavar="ID")
+@click.option("--after", type=click.IntRange(0), default=None, help="Only steps after this seq.")
+@json_option
+def steps(agent_id: str, after: int | None, as_json: bool) -> None:
+    """Show an agent's steps so far, in order."""
+    from jarvis_agents.terminal import make_console, print_json, steps_list
+
+    found = open_client().steps(agent_id, after=after)
+    console = make_console()
+    if as_json:
+        print_json(console, {"steps": found})
+    elif not found:
+        click.echo("no steps yet", err=True)
+    else:
+        steps_list(console, found)
+
+
+@main.command()
+@click.argument("agent_id", metavar="ID")
+@json_option
+def cancel(agent_id: str, as_json: bool) -> None:
+    """Cancel a PENDING or RUNNING agent."""
+    from jarvis_agents.terminal import make_console, print_json
+
+    agent = open_client().cancel(agent_id)
+    if as_json:
+        print_json(make_console(), agent)
+    else:
+        click.echo(f"cancelled agent {agent['id']}")
+
+
+@main.command()
+@json_option
+def tools(as_json: bool) -> None:
+    """List the tools an agent may use."""
+    from jarvis_agents.terminal import make_console, print_json, tools_table
+
+    found = open_client().tools()
+    console = make_console()
+    if as_json:
+        print_json(console, {"tools": found})
+    else:
+        tools_table(console, found)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,17 +1,88 @@
-"""`jarvis-agents worker`: one Celery worker process with its runner attached."""
+"""`jarvis-agents worker`: a small supervisor around one Celery worker process.
+
+Why a supervisor: with kombu 5.7 and redis-py 8, a Redis restart while a task is
+unacknowledged crashes the Celery consumer (`'NoneType' object has no attribute
+'hostname'` in kombu's restore_unacked) and the worker exits once its running
+tasks finish. Agents are never lost to that (they are resumed from the database),
+but a worker that does not come back is an outage. The supervisor restarts the
+Celery process whenever it exits on its own, with a capped backoff, and passes
+SIGTERM/SIGINT through for a warm shutdown.
+"""
 
 from __future__ import annotations
 
+import argparse
 import logging
+import signal
+import subprocess
+import sys
+import time
 
-from jarvis_agents.components import build_worker
 from jarvis_agents.config import Settings
-from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
 log = logging.getLogger(__name__)
 
 
-def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: str = "INFO") -> None:
+def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: str = "INFO") -> int:
+    """Run and supervise the Celery worker until asked to stop; returns the exit code."""
+    check_dependencies(settings)
+    args = [sys.executable, "-m", "workers.main", f"--loglevel={loglevel}"]
+    if concurrency is not None:
+        args.append(f"--concurrency={concurrency}")
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    backoff_s = 1.0
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(args)
+        code = child.wait()
+        if stopping or code == FATAL:
+            return code
+        if time.monotonic() - started > 60:
+            backoff_s = 1.0
+        print(f"jarvis-agents worker: the Celery process exited with code {code}; "
+              f"restarting in {backoff_s:g} s", file=sys.stderr, flush=True)
+        time.sleep(backoff_s)
+        if stopping:
+            return code
+        backoff_s = min(backoff_s * 2, 30.0)
+
+
+FATAL = 3  # the child found a problem a restart cannot fix (configuration)
+
+
+def check_dependencies(settings: Settings) -> None:
+    """Fail fast, in one line, on what a restart cannot fix: config, schema, Redis."""
+    import redis
+
+    from jarvis_agents.components import redis_client
+    from jarvis_agents.errors import DependencyUnavailable
+    from jarvis_agents.store import open_repository
+
+    open_repository(settings, pool_size=1).engine.dispose()
+    client = redis_client(settings, max_connections=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    finally:
+        client.close()
+
+
+def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
+    """The supervised process: the Celery worker with its runner attached."""
+    from jarvis_agents.components import build_worker
+    from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
+
     if concurrency is not None:
         settings = settings.with_overrides(worker_concurrency=concurrency)
     app = create_celery(settings)
@@ -26,3 +97,17 @@ def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: 
         ])
     finally:
         components.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="workers.main")
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--loglevel", default="INFO")
+    options = parser.parse_args()
+    from jarvis_agents.errors import JarvisError
+
+    try:
+        celery_main(Settings.from_env(), concurrency=options.concurrency, loglevel=options.loglevel)
+    except JarvisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(FATAL)
