@@ -44,6 +44,7 @@ class Settings:
     max_attempts: int = 3
     heartbeat_interval_s: float = 5.0
     heartbeat_stale_s: float = 30.0
+    pending_requeue_s: float = 60.0
     worker_concurrency: int = 100
     tool_output_max_chars: int = 4000
     webhook_secret: str | None = None
@@ -93,6 +94,7 @@ class Settings:
             max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
             heartbeat_interval_s=_float(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0),
             heartbeat_stale_s=_float(env, "JARVIS_HEARTBEAT_STALE", 30.0),
+            pending_requeue_s=_float(env, "JARVIS_PENDING_REQUEUE", 60.0),
             worker_concurrency=_int(env, "JARVIS_WORKER_CONCURRENCY", 100, low=1, high=10000),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
             webhook_secret=env.get("JARVIS_WEBHOOK_SECRET") or None,

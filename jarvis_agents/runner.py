@@ -165,6 +165,16 @@ class AgentRunner:
             if self.repository.mark_enqueued(agent.id, task_id):
                 self.dispatcher.enqueue(agent.id, task_id=task_id)
                 count += 1
+        # A message prefetched by a worker that was then killed stays unacknowledged
+        # in Redis until the visibility timeout (an hour). Re-enqueue PENDING agents
+        # that have waited long; the claim's compare-and-set makes duplicates no-ops.
+        pending_before = utcnow() - timedelta(seconds=self.settings.pending_requeue_s)
+        for agent in self.repository.stale_pending(pending_before):
+            if self.repository.touch_pending(agent):
+                log.warning("agent %s waited %s s in the queue; re-enqueueing",
+                            agent.id, self.settings.pending_requeue_s)
+                self.dispatcher.enqueue(agent.id, task_id=str(agent.id))
+                count += 1
         return count
 
     def _listen(self, redis_client: Any) -> None:

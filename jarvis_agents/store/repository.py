@@ -308,6 +308,28 @@ class Repository:
             ).mappings().all()
         return [_agent(row) for row in rows]
 
+    def stale_pending(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
+        """PENDING agents untouched since `stale_before`: their message may be lost."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(agents)
+                .where(agents.c.status == AgentStatus.PENDING.value,
+                       agents.c.updated_at < stale_before)
+                .order_by(agents.c.updated_at)
+                .limit(limit)
+            ).mappings().all()
+        return [_agent(row) for row in rows]
+
+    def touch_pending(self, agent: Agent) -> bool:
+        """Claim the right to re-enqueue a PENDING agent once (CAS on updated_at)."""
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(agents)
+                .where(agents.c.id == agent.id, agents.c.status == AgentStatus.PENDING.value,
+                       agents.c.updated_at == agent.updated_at)
+                .values(updated_at=utcnow(), task_id=str(agent.id))
+            ).rowcount == 1
+
     def mark_enqueued(self, agent_id: uuid.UUID, task_id: str) -> bool:
         with self.engine.begin() as conn:
             return conn.execute(

@@ -59,6 +59,7 @@ def system(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[System]:
         "DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": fake_ollama.url,
         "JARVIS_MODEL": "test-model", "JARVIS_HEARTBEAT_INTERVAL": "0.5",
         "JARVIS_HEARTBEAT_STALE": "3", "JARVIS_MODEL_RETRIES": "3",
+        "JARVIS_MAX_ACTIVE_PER_USER": "1000", "JARVIS_PENDING_REQUEUE": "5",
     }
     settings = Settings.from_env(env)
     fake_ollama.responder = fake_ollama.by_turn(CALC)

@@ -1,0 +1,393 @@
+"""A small HTTP client for the jarvis-agents API (CONTRACT §2 and §4), used by the CLI.
+
+    from jarvis_agents.client import JarvisClient
+
+    client = JarvisClient.from_env()          # JARVIS_URL, JARVIS_API_KEY or the key saved by `up`
+    agent = client.create("What is 1234 * 902?")
+    for event in client.events(agent["id"]):
+        print(event.event, event.json())
+
+Every failure is a JarvisError whose message is one sentence a person can act on:
+ApiError for an answer with an error status, ApiUnreachable when nothing answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+import httpx
+
+from jarvis_agents.config import default_data_dir
+from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError, RequestError
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+API = "/api/v1"
+KEY_FILE = "api_key"  # written by `jarvis-agents up` (local_stack.KEY_FILE)
+TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+# The server sends a keepalive comment at least every 15 s; silence for longer is a dead link.
+STREAM_READ_TIMEOUT_S = 45.0
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+UNREACHABLE_HINT = "is `jarvis-agents up` running?"
+BAD_KEY = "the API key was refused (set JARVIS_API_KEY or run `jarvis-agents up`)"
+
+
+class ApiError(JarvisError):
+    """Raised when the API answers a request with an error status (4xx or 5xx)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class ApiUnreachable(DependencyUnavailable):
+    """Raised when the API cannot be reached, or the connection to it is lost."""
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One server-sent event: `id` is None for events without one (`cancelled`, `done`)."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        """The data parsed as JSON (every event of the API carries a JSON object)."""
+        return json.loads(self.data)
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
+    """Turn the lines of a `text/event-stream` body into events (the WHATWG rules we need).
+
+    A blank line ends an event; `: …` lines are comments (keepalives); several `data:`
+    lines join with newlines; one space after the colon is dropped.
+    """
+    event = ""
+    event_id: str | None = None
+    data: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield SseEvent(event or "message", "\n".join(data), event_id)
+            event, event_id, data = "", None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            event_id = value
+    # An event without its closing blank line was cut off mid-way: it is not dispatched.
+
+
+class EventStream:
+    """The events of one open SSE response; iterate it, then close it (or use `with`)."""
+
+    def __init__(self, response: httpx.Response, base_url: str) -> None:
+        self._response = response
+        self._base_url = base_url
+        self._events = parse_sse(response.iter_lines())
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> SseEvent:
+        try:
+            return next(self._events)
+        except StopIteration:
+            self.close()
+            raise
+        except httpx.TransportError as exc:
+            self.close()
+            raise _transport_error(exc, self._base_url) from None
+
+    def close(self) -> None:
+        self._response.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class JarvisClient:
+    """The API as Python calls; each returns the API's JSON (dicts and lists)."""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 30) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=timeout_s,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, timeout_s: float = 30) -> JarvisClient:
+        """JARVIS_URL (default http://127.0.0.1:8000) and JARVIS_API_KEY (default: the key
+        `jarvis-agents up` saved in the data directory)."""
+        env = os.environ if env is None else env
+        base_url = (env.get("JARVIS_URL") or DEFAULT_URL).strip()
+        parts = urlsplit(base_url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ConfigError(
+                f"JARVIS_URL is not a valid URL: {base_url!r} (expected e.g. {DEFAULT_URL})"
+            )
+        api_key = (env.get("JARVIS_API_KEY") or "").strip() or _saved_key(env)
+        if not api_key:
+            raise ConfigError(
+                "no API key: set JARVIS_API_KEY (`jarvis-agents users create NAME` prints one), "
+                "or run `jarvis-agents up`, which saves a local key"
+            )
+        return cls(base_url, api_key, timeout_s=timeout_s)
+
+    # --- agents -------------------------------------------------------------------------
+
+    def create(
+        self,
+        goal: str,
+        *,
+        max_steps: int | None = None,
+        model: str | None = None,
+        tools: Sequence[str] | None = None,
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Start an agent (202); the agent JSON, PENDING."""
+        body = _create_body(goal, max_steps, model, tools, webhook_url)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._json("POST", f"{API}/agents", json=body, headers=headers)
+
+    def get(self, agent_id: str, *, wait: float | None = None) -> dict[str, Any]:
+        """One agent; with `wait`, the server holds the answer until it ends or `wait` s pass."""
+        path = f"{API}/agents/{_agent_id(agent_id)}"
+        if wait is None:
+            return self._json("GET", path, agent_id=agent_id)
+        return self._json(
+            "GET", path, params={"wait": _number(wait)}, agent_id=agent_id,
+            timeout=max(self.timeout_s, wait + 10),
+        )
+
+    def list(
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """`{"agents": [...], "next_cursor": …}`, newest first."""
+        params = {k: v for k, v in (("status", status), ("limit", limit), ("cursor", cursor)) if v is not None}
+        return self._json("GET", f"{API}/agents", params=params)
+
+    def steps(self, agent_id: str, *, after: int | None = None) -> list[dict[str, Any]]:
+        """The agent's steps in `seq` order (those after `after`)."""
+        params = {"after": after} if after is not None else None
+        body = self._json("GET", f"{API}/agents/{_agent_id(agent_id)}/steps", params=params, agent_id=agent_id)
+        return list(body["steps"])
+
+    def cancel(self, agent_id: str) -> dict[str, Any]:
+        """Cancel a PENDING or RUNNING agent; ApiError 409 if it has already ended."""
+        return self._json("DELETE", f"{API}/agents/{_agent_id(agent_id)}", agent_id=agent_id)
+
+    def tools(self) -> list[dict[str, Any]]:
+        """`[{"name", "description"}, …]`: the tools an agent may use."""
+        return list(self._json("GET", f"{API}/tools")["tools"])
+
+    # --- events ---------------------------------------------------------------------------
+
+    def events(
+        self, agent_id: str, *, last_event_id: str | int | None = None, reconnect: bool = True
+    ) -> Iterator[SseEvent]:
+        """Follow an agent's events until `done` (joining does not cancel it).
+
+        A dropped connection is re-joined with `Last-Event-ID`, so each step arrives
+        once; with `reconnect=False` it ends the iteration with ApiUnreachable instead.
+        """
+        path = f"{API}/agents/{_agent_id(agent_id)}/events"
+        last = str(last_event_id) if last_event_id is not None else None
+        failures = 0
+        while True:
+            headers = {"Last-Event-ID": last} if last is not None else {}
+            try:
+                with self._open_stream("GET", path, headers=headers, agent_id=agent_id) as stream:
+                    for event in stream:
+                        failures = 0
+                        if event.id is not None:
+                            last = event.id
+                        yield event
+                        if event.event == "done":
+                            return
+            except ApiUnreachable:
+                if not reconnect or failures >= len(RECONNECT_DELAYS_S):
+                    raise
+            else:
+                if not reconnect or failures >= len(RECONNECT_DELAYS_S):
+                    raise ApiUnreachable(
+                        f"the event stream of agent {agent_id} ended before its `done` event"
+                    )
+            # The link dropped, or the stream ended early: join again after the last seq.
+            time.sleep(RECONNECT_DELAYS_S[failures])
+            failures += 1
+
+    def stream_create(
+        self,
+        goal: str,
+        *,
+        max_steps: int | None = None,
+        model: str | None = None,
+        tools: Sequence[str] | None = None,
+        webhook_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[str, EventStream]:
+        """Start an agent and stream its events; closing the stream cancels the agent."""
+        body = _create_body(goal, max_steps, model, tools, webhook_url)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        stream = self._open_stream("POST", f"{API}/agents/stream", json=body, headers=headers)
+        match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream._response.headers.get("Location", ""))
+        if match is None:
+            stream.close()
+            raise ApiError(502, "bad_response", "the API did not say which agent it started (no Location)")
+        return match.group(1), stream
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        agent_id: str | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        try:
+            response = self._http.request(
+                method, path, timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                **kwargs,
+            )
+        except httpx.TransportError as exc:
+            raise _transport_error(exc, self.base_url) from None
+        if response.status_code >= 400:
+            raise _api_error(response, agent_id)
+        try:
+            return response.json()
+        except ValueError:
+            raise ApiError(
+                502, "bad_response", f"the API at {self.base_url} answered {path} with something other than JSON"
+            ) from None
+
+    def _open_stream(self, method: str, path: str, *, agent_id: str | None = None, **kwargs: Any) -> EventStream:
+        kwargs["headers"] = {**kwargs.get("headers", {}), "Accept": "text/event-stream"}
+        timeout = httpx.Timeout(self.timeout_s, read=max(self.timeout_s, STREAM_READ_TIMEOUT_S))
+        request = self._http.build_request(method, path, timeout=timeout, **kwargs)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _transport_error(exc, self.base_url) from None
+        if response.status_code >= 400:
+            try:
+                response.read()
+            except httpx.TransportError as exc:
+                raise _transport_error(exc, self.base_url) from None
+            finally:
+                response.close()
+            raise _api_error(response, agent_id)
+        return EventStream(response, self.base_url)
+
+
+def _create_body(
+    goal: str, max_steps: int | None, model: str | None, tools: Sequence[str] | None, webhook_url: str | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"goal": goal}
+    if max_steps is not None:
+        body["max_steps"] = max_steps
+    if model is not None:
+        body["model"] = model
+    if tools is not None:
+        body["tools"] = list(tools)
+    if webhook_url is not None:
+        body["webhook_url"] = webhook_url
+    return body
+
+
+def _agent_id(value: str) -> str:
+    """Refuse anything but a UUID before it reaches a URL path."""
+    try:
+        return str(uuid.UUID(str(value).strip()))
+    except ValueError:
+        raise RequestError(
+            f"{value!r} is not an agent id (expected a UUID such as 3f2c8a4e-…)", code="invalid_id"
+        ) from None
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _saved_key(env: Mapping[str, str]) -> str | None:
+    try:
+        return (default_data_dir(env) / KEY_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _api_error(response: httpx.Response, agent_id: str | None) -> ApiError:
+    status = response.status_code
+    code, message = "http_error", ""
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        pass
+    if status == 401:
+        return ApiError(status, code if code != "http_error" else "unauthorized", BAD_KEY)
+    if status == 404 and agent_id is not None:
+        return ApiError(status, code if code != "http_error" else "not_found", f"no agent with id {agent_id}")
+    if not message:
+        message = f"the API answered {status} {response.reason_phrase}".rstrip()
+    if status == 429 and response.headers.get("Retry-After"):
+        message = f"{message} (retry after {response.headers['Retry-After']} s)"
+    return ApiError(status, code, message)
+
+
+def _transport_error(exc: httpx.TransportError, base_url: str) -> ApiUnreachable:
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiUnreachable(f"the jarvis-agents API at {base_url} did not answer in time ({_reason(exc)})")
+    if isinstance(exc, httpx.ConnectError):
+        return ApiUnreachable(
+            f"cannot reach the jarvis-agents API at {base_url}: {_reason(exc)} ({UNREACHABLE_HINT})"
+        )
+    return ApiUnreachable(f"lost the connection to the jarvis-agents API at {base_url}: {_reason(exc)}")
+
+
+def _reason(exc: Exception) -> str:
+    """`[Errno 111] Connection refused` → `connection refused`."""
+    text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc).strip()) or type(exc).__name__
+    return text[:1].lower() + text[1:]

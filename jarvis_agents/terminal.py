@@ -1,0 +1,193 @@
+"""How agents, steps and events look on a terminal (the CLI's output; no click here).
+
+On a terminal: colours and a spinner while the model thinks. Anywhere else (a pipe,
+a file, CI logs): plain lines, no control codes, no wrapping.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+from rich.text import Text
+
+LABEL_WIDTH = 9
+STEP_STYLES = {
+    "THINK": ("THINK", "cyan"),
+    "ACT": ("ACT", "bold magenta"),
+    "OBSERVE": ("OBSERVE", "blue"),
+    "FINAL": ("FINAL", "bold green"),
+    "ERROR": ("ERROR", "bold red"),
+}
+STATUS_STYLES = {
+    "PENDING": "yellow",
+    "RUNNING": "cyan",
+    "COMPLETED": "green",
+    "FAILED": "red",
+    "CANCELLED": "yellow",
+}
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console that styles a terminal and writes plain, unwrapped lines anywhere else."""
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        # A pipe is read by programs: never cut or wrap a line at a made-up width.
+        console = Console(stderr=stderr, highlight=False, soft_wrap=True, width=100_000)
+    return console
+
+
+def print_json(console: Console, value: Any) -> None:
+    """One JSON document on one line (JSON Lines), unstyled."""
+    console.out(json.dumps(value, ensure_ascii=False), highlight=False)
+
+
+def step_text(kind: str, content: str, tool: str | None = None, *, seq: int | None = None) -> Text:
+    """`ACT      calculate(1234 * 902)`: a label, then the content, continuation lines indented."""
+    label, style = STEP_STYLES.get(kind.upper(), (kind.upper(), "bold"))
+    text = Text()
+    if seq is not None:
+        text.append(f"{seq:>3} ", style="dim")
+    text.append(label.ljust(LABEL_WIDTH), style=style)
+    if kind.upper() == "ACT" and tool:
+        text.append(tool, style="bold")
+        body = f"({content})"
+    elif kind.upper() == "OBSERVE" and tool:
+        text.append(f"{tool} → ", style="dim")
+        body = content
+    else:
+        body = content
+    indent = "\n" + " " * (LABEL_WIDTH + (4 if seq is not None else 0))
+    text.append(body.rstrip("\n").replace("\n", indent), style="bold green" if kind.upper() == "FINAL" else "")
+    return text
+
+
+class LiveRenderer:
+    """Prints an agent's events as they arrive, with a spinner in between on a terminal."""
+
+    def __init__(self, console: Console, *, started: float | None = None) -> None:
+        self.console = console
+        self.started = started if started is not None else time.monotonic()
+        self.status: Status | None = None
+        self.shown_errors: set[str] = set()
+        self.final_answer: str | None = None
+        if console.is_terminal and not console.is_dumb_terminal:
+            self.status = console.status("waiting for a worker…", spinner="dots")
+            self.status.start()
+
+    def header(self, text: str) -> None:
+        self.console.print(Text(text, style="dim"))
+
+    def event(self, name: str, data: dict[str, Any]) -> None:
+        kind = name.upper()
+        if kind in STEP_STYLES:
+            content = str(data.get("content") or "")
+            self.console.print(step_text(kind, content, data.get("tool")))
+            if kind == "ERROR":
+                self.shown_errors.add(content.strip())
+            if kind == "FINAL":
+                self.final_answer = content
+            self._spin(f"running {data.get('tool')}…" if kind == "ACT" and data.get("tool") else "thinking…")
+        elif kind == "CANCELLED":
+            self.console.print(Text("CANCELLED".ljust(LABEL_WIDTH) + "the agent was cancelled", style="yellow"))
+
+    def finish(self, status: str, stop_reason: str | None, agent: dict[str, Any] | None) -> None:
+        """The last lines: the outcome, why, and the elapsed time."""
+        self.stop()
+        elapsed_s = time.monotonic() - self.started
+        line = Text()
+        line.append(status, style=f"bold {STATUS_STYLES.get(status, '')}".strip())
+        if stop_reason and stop_reason != "final_answer":
+            line.append(f" ({stop_reason})")
+        line.append(f" in {elapsed_s:.1f} s")
+        if agent is not None:
+            line.append(f", {agent.get('step_count', 0)} step(s)", style="dim")
+        self.console.print(line)
+        error = (agent or {}).get("error")
+        if status == "FAILED" and error and error.strip() not in self.shown_errors:
+            self.console.print(Text(f"error: {error}", style="red"))
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def _spin(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(text)
+
+
+def agents_table(console: Console, agents: Sequence[dict[str, Any]]) -> None:
+    rows = [
+        (a["id"], a["status"], str(a.get("step_count", 0)), a.get("created_at") or "", _one_line(a["goal"], 60))
+        for a in agents
+    ]
+    _table(console, ("ID", "STATUS", "STEPS", "CREATED", "GOAL"), rows, styles={1: STATUS_STYLES})
+
+
+def tools_table(console: Console, tools: Sequence[dict[str, Any]]) -> None:
+    _table(console, ("NAME", "DESCRIPTION"), [(t["name"], _one_line(t.get("description") or "", 100)) for t in tools])
+
+
+def agent_details(console: Console, agent: dict[str, Any]) -> None:
+    """`show ID`: one `field: value` line each, the answer or the error last."""
+    fields = [
+        ("id", agent["id"]),
+        ("status", agent["status"]),
+        ("stop_reason", agent.get("stop_reason")),
+        ("goal", agent["goal"]),
+        ("model", agent.get("model")),
+        ("max_steps", agent.get("max_steps")),
+        ("step_count", agent.get("step_count")),
+        ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
+        ("created_at", agent.get("created_at")),
+        ("started_at", agent.get("started_at")),
+        ("completed_at", agent.get("completed_at")),
+        ("duration", f"{agent['duration_ms'] / 1000:.1f} s" if agent.get("duration_ms") is not None else None),
+        ("final_answer", agent.get("final_answer")),
+        ("error", agent.get("error")),
+    ]
+    for name, value in fields:
+        if value is None or value == "":
+            continue
+        line = Text(f"{name + ':':<14}", style="bold")
+        style = STATUS_STYLES.get(str(value), "") if name == "status" else ""
+        line.append(str(value).replace("\n", "\n" + " " * 14), style=style)
+        console.print(line)
+
+
+def steps_list(console: Console, steps: Iterable[dict[str, Any]]) -> None:
+    for step in steps:
+        console.print(step_text(step["type"], str(step.get("content") or ""), step.get("tool"), seq=step["seq"]))
+
+
+def _table(
+    console: Console,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    styles: dict[int, dict[str, str]] | None = None,
+) -> None:
+    styles = styles or {}
+    if console.is_terminal:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for name in header:
+            table.add_column(name, overflow="ellipsis", no_wrap=True)
+        for row in rows:
+            table.add_row(*(Text(cell, style=styles.get(i, {}).get(cell, "")) for i, cell in enumerate(row)))
+        console.print(table)
+        return
+    # Plain aligned columns for programs: no box characters, no trailing spaces.
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        console.out("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
