@@ -1,0 +1,80 @@
+"""The Flask API: a thin HTTP door into `jarvis_agents.service`.
+
+`create_app(settings)` builds everything from Settings when it is called — never at
+import time — so a test, the `jarvis-agents api` server and a production gunicorn
+each get their own app with their own connections.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask
+
+from jarvis_agents.config import Settings
+from jarvis_agents.service import AgentService
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    service: AgentService | None = None,
+    redis: Any | None = None,
+    timing: Any | None = None,
+) -> Flask:
+    """The API app. `service` and `redis` replace the real ones (tests); `timing` the
+    stream timings (`api.context.StreamTiming`)."""
+    from api import agents, auth, errors, health, openapi, params, streaming
+    from api.context import ApiContext, StreamTiming
+    from api.dashboard import dashboard
+    from api.hub import EventHub
+    from jarvis_agents.components import redis_client
+    from jarvis_agents.events import RedisEventBus
+    from jarvis_agents.store import open_repository
+    from jarvis_agents.tools.registry import ToolRegistry
+    from jarvis_agents.webhooks import check_webhook_url
+    from workers.celery_app import CeleryDispatcher, create_celery
+
+    settings = settings or Settings.from_env()
+    with ToolRegistry.default(settings) as registry:
+        tools = registry.describe()
+    closers: list[Any] = []
+    if redis is None:
+        # Streams share the event hub's one connection; this pool serves the publishes
+        # of creates and cancels, and the health checks.
+        redis = redis_client(settings, max_connections=200)
+        closers.append(redis.close)
+    if service is None:
+        repository = open_repository(settings, pool_size=20)
+        closers.append(repository.engine.dispose)
+        service = AgentService(
+            repository=repository,
+            settings=settings,
+            dispatcher=CeleryDispatcher(create_celery(settings)),
+            events=RedisEventBus(redis),
+            tool_names=[tool["name"] for tool in tools],
+            webhook_check=lambda url: check_webhook_url(url, settings),
+        )
+    hub = EventHub(redis)
+
+    # No app-wide static route: the dashboard serves its own few files.
+    app = Flask(__name__, static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined] - keep the documented field order
+    context = ApiContext(
+        settings=settings, service=service, repository=service.repository, redis=redis, hub=hub,
+        tools=tools, timing=timing or StreamTiming(), closers=closers,
+        openapi=openapi.build_openapi([tool["name"] for tool in tools]),
+        metrics_registry=health.metrics_registry(service.repository, redis, hub),
+    )
+    app.extensions["jarvis"] = context
+
+    app.url_map.converters["agent_id"] = params.AgentIdConverter
+    errors.register_error_handlers(app)
+    auth.install(app, auth.UserCache(service.repository))
+    for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
+        app.register_blueprint(blueprint)
+    return app
+

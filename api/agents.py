@@ -1,0 +1,108 @@
+"""The agents resource: create, list, get (with long-poll), steps, cancel; and the tools."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from flask import Blueprint, Response, jsonify
+
+from api import params
+from api.auth import current_user
+from api.context import ctx
+from api.hub import CLOSED
+from jarvis_agents.events import AGENT_CHANNEL, Message
+from jarvis_agents.lifecycle import TERMINAL, Agent
+
+bp = Blueprint("agents", __name__, url_prefix="/api/v1")
+
+MAX_WAIT_S = 60.0
+DEFAULT_PAGE = 20
+MAX_PAGE = 100
+
+
+@bp.post("/agents")
+def create_agent() -> Response:
+    request_, key = params.create_request()
+    agent, created = ctx().service.create(current_user().id, request_, idempotency_key=key)
+    # 202: accepted for running; a repeat of an Idempotency-Key is 200, nothing new.
+    return agent_response(agent, 202 if created else 200)
+
+
+@bp.get("/agents")
+def list_agents() -> Response:
+    status = params.query_status()
+    limit = params.query_int("limit", default=DEFAULT_PAGE, low=1, high=MAX_PAGE)
+    cursor = params.query_cursor()
+    agents, next_cursor = ctx().service.list(
+        current_user().id, status=status, limit=limit, cursor=cursor
+    )
+    return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
+
+
+@bp.get("/agents/<agent_id:raw_id>")
+def get_agent(raw_id: str) -> Response:
+    agent_id = params.agent_id(raw_id)
+    wait_s = params.query_seconds("wait", high=MAX_WAIT_S)
+    if wait_s:
+        agent = wait_until_terminal(current_user().id, agent_id, wait_s)
+    else:
+        agent = ctx().service.get(current_user().id, agent_id)
+    return jsonify(agent.to_json())
+
+
+@bp.get("/agents/<agent_id:raw_id>/steps")
+def list_steps(raw_id: str) -> Response:
+    agent_id = params.agent_id(raw_id)
+    after = params.query_int("after", default=0, low=0, high=params.MAX_SEQ)
+    steps = ctx().service.steps(current_user().id, agent_id, after=after)
+    return jsonify({"steps": [s.to_json() for s in steps]})
+
+
+@bp.delete("/agents/<agent_id:raw_id>")
+def cancel_agent(raw_id: str) -> Response:
+    agent = ctx().service.cancel(current_user().id, params.agent_id(raw_id))
+    return jsonify(agent.to_json())
+
+
+@bp.get("/tools")
+def list_tools() -> Response:
+    return jsonify({"tools": ctx().tools})
+
+
+def agent_response(agent: Agent, status: int) -> Response:
+    response = jsonify(agent.to_json())
+    response.status_code = status
+    response.headers["Location"] = agent_location(agent.id)
+    return response
+
+
+def agent_location(agent_id: uuid.UUID) -> str:
+    return f"/api/v1/agents/{agent_id}"
+
+
+def wait_until_terminal(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) -> Agent:
+    """The agent once it is terminal, or as it is after `wait_s` seconds.
+
+    Woken by the agent's status messages; the database is re-read after every wake
+    and every few seconds, so a lost publish costs a little latency, never a hang.
+    """
+    context = ctx()
+    deadline = time.monotonic() + wait_s
+    with context.hub.subscribe(AGENT_CHANNEL.format(agent_id)) as subscription:
+        agent = context.service.get(user_id, agent_id)
+        while not agent.is_terminal:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            item = subscription.get(min(remaining, context.timing.recheck_s))
+            if item is CLOSED:
+                break
+            if isinstance(item, Message) and not is_terminal_status(item):
+                continue  # a step, or RUNNING: nothing to answer yet
+            agent = context.service.get(user_id, agent_id)
+    return agent
+
+
+def is_terminal_status(message: Message) -> bool:
+    return message.kind == "status" and message.data.get("status") in {s.value for s in TERMINAL}

@@ -1,0 +1,61 @@
+"""What the views share: the service, the repository, Redis and the event hub."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import current_app
+
+from api.hub import EventHub
+from jarvis_agents.config import Settings
+from jarvis_agents.service import AgentService
+from jarvis_agents.store.repository import Repository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """How often streams speak and look at the database while nothing happens."""
+
+    keepalive_s: float = 10.0  # CONTRACT §4 asks for at least every 15 s
+    # POST /stream must notice a closed socket within seconds; where the socket cannot
+    # be watched, a write is the only way to find out.
+    probe_s: float = 1.0
+    recheck_s: float = 5.0  # re-read the agent in case a terminal publish was lost
+    tick_s: float = 0.5
+
+
+@dataclass
+class ApiContext:
+    settings: Settings
+    service: AgentService
+    repository: Repository
+    redis: Any
+    hub: EventHub
+    tools: list[dict[str, str]]
+    openapi: dict[str, Any]
+    metrics_registry: Any
+    timing: StreamTiming = field(default_factory=StreamTiming)
+    closers: list[Any] = field(default_factory=list)
+    shutting_down: bool = False
+
+    def end_streams(self) -> None:
+        """Tell every open stream to end (the server is stopping; clients reconnect)."""
+        self.shutting_down = True
+        self.hub.close()
+
+    def close(self) -> None:
+        """End the open streams and release connections (at process exit)."""
+        self.end_streams()
+        for close in self.closers:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - best effort at exit
+                log.debug("closing %s failed: %s", close, exc)
+
+
+def ctx() -> ApiContext:
+    return current_app.extensions["jarvis"]

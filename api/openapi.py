@@ -1,0 +1,323 @@
+"""The OpenAPI 3.1 document of the API, built with apispec from the pydantic models.
+
+Operations are written out here, next to one another, so the document reads like
+CONTRACT §2; the schemas come from `api.schemas`, the same models that validate
+requests. The tools enum is filled in from the tools this server actually has.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from apispec import APISpec
+from flask import Blueprint, Response, jsonify
+
+from api import schemas
+from api.auth import public
+from api.context import ctx
+from api.params import MAX_SEQ
+from jarvis_agents.lifecycle import AgentStatus
+
+bp = Blueprint("openapi", __name__)
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+SSE_DESCRIPTION = """\
+Server-sent events. Step events carry `id` = the step's `seq`:
+
+```
+id: 7
+event: observe
+data: {"agent_id": "…", "seq": 7, "step": 2, "type": "observe", "tool": "calculate", "content": "1113177"}
+```
+
+`event` is one of `think`, `act`, `observe`, `final`, `error`, `cancelled`, then always a
+last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after which the
+stream closes. `cancelled` and `done` carry no `id`. A comment line `: keepalive`
+is sent while nothing happens."""
+
+
+@bp.get("/api/v1/openapi.json")
+@public
+def openapi_document() -> Response:
+    return jsonify(ctx().openapi)
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": _ref(schema)}}, **extra}
+
+
+def _error(description: str, **extra: Any) -> dict[str, Any]:
+    return _json("Error", description, **extra)
+
+
+LOCATION = {"Location": {"description": "The agent's URL, /api/v1/agents/{id}.", "required": True,
+                         "schema": {"type": "string"}}}
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.",
+                               "required": True, "schema": {"type": "integer", "minimum": 1}}}
+WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "`Bearer`.", "required": True,
+                                          "schema": {"type": "string"}}}
+
+COMMON_ERRORS = {
+    "401": _error("No API key, or one that is not valid.", headers=WWW_AUTHENTICATE),
+    "503": _error("The database or Redis is unreachable; retry later.", headers=RETRY_AFTER),
+    "default": _error("Any other error, in the same shape."),
+}
+NOT_FOUND = {"404": _error("No such agent, or it belongs to another user.")}
+BAD_REQUEST = {"400": _error("A malformed parameter, header or body; the message says which.")}
+
+AGENT_ID = {
+    "name": "agent_id", "in": "path", "required": True,
+    "description": "The agent's id; anything that is not a UUID is a 404.",
+    "schema": {"type": "string", "format": "uuid"},
+}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "A repeat with the same key and body returns the first agent (200) and "
+                   "creates nothing; the same key with a different body is a 409.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": schemas.IDEMPOTENCY_KEY_MAX_CHARS,
+               "pattern": schemas.IDEMPOTENCY_KEY_PATTERN},
+}
+CREATE_BODY = {"required": True, "content": {JSON: {"schema": _ref("CreateAgent")}}}
+CREATE_ERRORS = {
+    **BAD_REQUEST,
+    "409": _error("The Idempotency-Key was used before with a different body."),
+    "413": _error("The body is larger than 64 KiB."),
+    "429": _error("Too many agents PENDING or RUNNING at once (JARVIS_MAX_ACTIVE_PER_USER).",
+                  headers=RETRY_AFTER),
+}
+
+
+def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
+    """One event of a stream, as SSE parsers see it: `event`, `data` (JSON text), `id`."""
+    properties: dict[str, Any] = {
+        "event": {"type": "string", "enum": events},
+        "data": {"type": "string", "contentMediaType": JSON, "contentSchema": data},
+    }
+    if with_id:
+        properties["id"] = {"type": "string", "pattern": "^[0-9]+$",
+                            "description": "The step's `seq`, on step events."}
+    return {"type": "object", "required": ["event", "data"], "properties": properties}
+
+
+AGENT_EVENT = _sse_event(
+    ["think", "act", "observe", "final", "error", "cancelled", "done"],
+    {"anyOf": [_ref("StepEvent"), _ref("EndEvent")]},
+    with_id=True,
+)
+STATUS_EVENT = _sse_event(["status"], _ref("StatusEvent"), with_id=False)
+
+
+def _sse_response(description: str, event: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    schema = {**event, "description": SSE_DESCRIPTION}
+    return {"description": description, "content": {SSE: {"schema": schema}}, **extra}
+
+
+def _operations() -> dict[str, dict[str, Any]]:
+    public_ = {"security": []}
+    return {
+        "/api/v1/agents": {
+            "post": {
+                "operationId": "createAgent", "tags": ["agents"],
+                "summary": "Create a PENDING agent and enqueue it.",
+                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "responses": {
+                    "202": _json("Agent", "Created and enqueued.", headers=LOCATION),
+                    "200": _json("Agent", "A repeat of an Idempotency-Key: the agent it created "
+                                          "earlier; nothing new is created.", headers=LOCATION),
+                    **CREATE_ERRORS, **COMMON_ERRORS,
+                },
+            },
+            "get": {
+                "operationId": "listAgents", "tags": ["agents"],
+                "summary": "The caller's agents, newest first, a page at a time.",
+                "parameters": [
+                    {"name": "status", "in": "query", "required": False,
+                     "description": "Only agents in this status (case-insensitive).",
+                     "schema": {"type": "string", "enum": [s.value for s in AgentStatus]}},
+                    {"name": "limit", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+                    {"name": "cursor", "in": "query", "required": False,
+                     "description": "`next_cursor` of the previous page, unchanged.",
+                     "schema": {"type": "string", "minLength": 1}},
+                ],
+                "responses": {"200": _json("AgentList", "A page of agents."),
+                              **BAD_REQUEST, **COMMON_ERRORS},
+            },
+        },
+        "/api/v1/agents/stream": {
+            "post": {
+                "operationId": "createAgentStream", "tags": ["events"],
+                "summary": "Create and enqueue an agent, then stream its events; closing the "
+                           "connection cancels the agent within 5 s.",
+                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "responses": {
+                    "200": _sse_response("The agent's events, from its first step to `done`.",
+                                         AGENT_EVENT, headers=LOCATION),
+                    **CREATE_ERRORS, **COMMON_ERRORS,
+                },
+            },
+        },
+        "/api/v1/agents/{agent_id}": {
+            "parameters": [AGENT_ID],
+            "get": {
+                "operationId": "getAgent", "tags": ["agents"], "summary": "One agent.",
+                "parameters": [
+                    {"name": "wait", "in": "query", "required": False,
+                     "description": "Hold the answer until the agent is terminal or this many "
+                                    "seconds pass.",
+                     "schema": {"type": "number", "minimum": 0, "maximum": 60}},
+                ],
+                "responses": {"200": _json("Agent", "The agent."),
+                              **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+            },
+            "delete": {
+                "operationId": "cancelAgent", "tags": ["agents"],
+                "summary": "Cancel a PENDING or RUNNING agent.",
+                "responses": {
+                    "200": _json("Agent", "The agent, now CANCELLED."),
+                    **NOT_FOUND,
+                    "409": _error("The agent had already ended (COMPLETED, FAILED or CANCELLED)."),
+                    **COMMON_ERRORS,
+                },
+            },
+        },
+        "/api/v1/agents/{agent_id}/steps": {
+            "parameters": [AGENT_ID],
+            "get": {
+                "operationId": "listSteps", "tags": ["agents"],
+                "summary": "The agent's steps in order.",
+                "parameters": [
+                    {"name": "after", "in": "query", "required": False,
+                     "description": "Only steps with a greater `seq`.",
+                     "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ, "default": 0}},
+                ],
+                "responses": {"200": _json("StepList", "The steps."),
+                              **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+            },
+        },
+        "/api/v1/agents/{agent_id}/events": {
+            "parameters": [AGENT_ID],
+            "get": {
+                "operationId": "agentEvents", "tags": ["events"],
+                "summary": "Join the agent's event stream: replay, then live. Disconnecting "
+                           "does not cancel.",
+                "parameters": [
+                    {"name": "Last-Event-ID", "in": "header", "required": False,
+                     "description": "Resume after this seq (sent by browsers on reconnect); "
+                                    "wins over `after`.",
+                     "schema": {"type": "string", "pattern": r"^[0-9]{1,19}$"}},
+                    {"name": "after", "in": "query", "required": False,
+                     "description": "Replay only steps with a greater `seq`.",
+                     "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}},
+                ],
+                "responses": {"200": _sse_response("The agent's events.", AGENT_EVENT),
+                              **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+            },
+        },
+        "/api/v1/events": {
+            "get": {
+                "operationId": "userEvents", "tags": ["events"],
+                "summary": "Status changes of all the caller's agents, live only.",
+                "responses": {
+                    "200": _sse_response(
+                        "`event: status` with data `{\"agent_id\", \"status\", \"stop_reason\", "
+                        "\"step_count\", \"updated_at\"}` for every change, PENDING included.",
+                        STATUS_EVENT,
+                    ),
+                    **COMMON_ERRORS,
+                },
+            },
+        },
+        "/api/v1/tools": {
+            "get": {
+                "operationId": "listTools", "tags": ["agents"],
+                "summary": "The tools an agent may use.",
+                "responses": {"200": _json("ToolList", "The tools."), **COMMON_ERRORS},
+            },
+        },
+        "/api/v1/openapi.json": {
+            "get": {
+                "operationId": "openapi", "tags": ["meta"], "summary": "This document.",
+                **public_,
+                "responses": {"200": {"description": "The OpenAPI 3.1 document.",
+                                      "content": {JSON: {"schema": {"type": "object"}}}}},
+            },
+        },
+        "/healthz": {
+            "get": {
+                "operationId": "healthz", "tags": ["meta"], "summary": "Liveness.", **public_,
+                "responses": {"200": _json("Health", "The process is up.")},
+            },
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readyz", "tags": ["meta"],
+                "summary": "Readiness: the database, Redis and Ollama answer (whether the "
+                           "default model is pulled is reported, not required).",
+                **public_,
+                "responses": {"200": _json("Readiness", "Ready."),
+                              "503": _json("Readiness", "Something is down; `checks` says what.")},
+            },
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "metrics", "tags": ["meta"], "summary": "Prometheus metrics.",
+                **public_,
+                "responses": {"200": {"description": "Prometheus text format.",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            },
+        },
+    }
+
+
+def _add_model(spec: APISpec, model: type[Any], *, mode: str) -> dict[str, Any]:
+    """Register a pydantic model (and the models it uses) as component schemas."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}", mode=mode)
+    for name, definition in schema.pop("$defs", {}).items():
+        if name not in spec.components.schemas:
+            spec.components.schema(name, definition)
+    return schema
+
+
+def build_openapi(tool_names: list[str]) -> dict[str, Any]:
+    spec = APISpec(
+        title="jarvis-agents",
+        version=_version(),
+        openapi_version="3.1.0",
+        info={"description": "ReACT agents on a task queue: create them, follow their steps "
+                             "live, cancel them. Every error is "
+                             "`{\"error\": {\"code\", \"message\"}}`."},
+        servers=[{"url": "/"}],
+        security=[{"bearerAuth": []}],
+        tags=[{"name": "agents"}, {"name": "events"}, {"name": "meta"}],
+    )
+    spec.components.security_scheme(
+        "bearerAuth",
+        {"type": "http", "scheme": "bearer",
+         "description": "An API key from `jarvis-agents users create NAME`."},
+    )
+    create = _add_model(spec, schemas.CreateAgent, mode="validation")
+    if tool_names:
+        items = create["properties"]["tools"]["anyOf"][0]["items"]
+        items["enum"] = list(tool_names)
+    spec.components.schema("CreateAgent", create)
+    for model in schemas.RESPONSE_MODELS:
+        spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
+    for path, operations in _operations().items():
+        shared = operations.pop("parameters", None)
+        spec.path(path=path, operations=operations, parameters=shared)
+    return spec.to_dict()
+
+
+def _version() -> str:
+    try:
+        return version("jarvis-agents")
+    except PackageNotFoundError:  # pragma: no cover - running from a checkout
+        return "0.0.0"

@@ -1,0 +1,182 @@
+"""Reading a request: the JSON body, path ids, query parameters and headers.
+
+Each reader raises RequestError (a 400 with a sentence naming the parameter) on a
+value it cannot use; unknown query parameters are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+
+from flask import request
+from pydantic import ValidationError
+from werkzeug.routing import BaseConverter
+
+from api.schemas import IDEMPOTENCY_KEY_MAX_CHARS, IDEMPOTENCY_KEY_PATTERN, CreateAgent
+from jarvis_agents.errors import NotFound, RequestError
+from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.service import CreateRequest
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+# A JSON-style number: what any client library writes for a float (1, 2.5, 1e-05).
+_NUMBER = re.compile(r"[0-9]{1,20}(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?")
+MAX_SEQ = 2**31 - 1
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+
+
+def create_request() -> tuple[CreateRequest, str | None]:
+    """The validated create body and the Idempotency-Key, if any."""
+    body = json_object()
+    try:
+        parsed = CreateAgent.model_validate(body, strict=True)
+    except ValidationError as exc:
+        raise RequestError(_describe(exc), code="invalid_request") from None
+    return parsed.to_request(), idempotency_key()
+
+
+def json_object() -> dict[str, object]:
+    mimetype = request.mimetype
+    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+        raise RequestError(
+            f"the body must be JSON sent as Content-Type: application/json, not {mimetype}",
+            code="unsupported_content_type",
+        )
+    raw = request.get_data(cache=False)  # over MAX_CONTENT_LENGTH: a 413
+    if not raw.strip():
+        raise RequestError("the request body is empty; send a JSON object", code="invalid_json")
+    try:
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not valid JSON text"
+        raise RequestError(f"the request body is not valid JSON: {reason}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise RequestError(
+            f"the request body must be a JSON object, not {_json_type(body)}", code="invalid_json"
+        )
+    return body
+
+
+class AgentIdConverter(BaseConverter):
+    """`<agent_id:…>`: any path segment but `stream`, which belongs to POST /agents/stream.
+
+    Not a UUID pattern: a malformed id must reach the view and be "no agent with id …".
+    """
+
+    regex = r"(?!stream$)[^/]+"
+
+
+def agent_id(raw: str) -> uuid.UUID:
+    """An agent id from the path; anything that is not a UUID names no agent (404)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"no agent with id {raw[:80]!r}") from None
+
+
+def query_int(name: str, *, default: int, low: int, high: int | None = None) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+    value = int(raw) if _DIGITS.fullmatch(raw) else None
+    if value is None or value < low or (high is not None and value > high):
+        raise RequestError(
+            f"`{name}` must be a whole number {bounds}, not {raw[:40]!r}", code=f"invalid_{name}"
+        )
+    return value
+
+
+def query_seconds(name: str, *, high: float) -> float | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw) if _NUMBER.fullmatch(raw.strip()) else math.nan
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= high:  # NaN fails every comparison
+        raise RequestError(
+            f"`{name}` must be a number of seconds between 0 and {high:g}, not {raw[:40]!r}",
+            code=f"invalid_{name}",
+        )
+    return value
+
+
+def query_status() -> AgentStatus | None:
+    raw = request.args.get("status")
+    if raw is None:
+        return None
+    try:
+        return AgentStatus(raw.strip().upper())
+    except ValueError:
+        names = ", ".join(s.value for s in AgentStatus)
+        raise RequestError(
+            f"`status` must be one of {names}, not {raw[:40]!r}", code="invalid_status"
+        ) from None
+
+
+def query_cursor() -> str | None:
+    raw = request.args.get("cursor")
+    if raw is not None and not raw:
+        raise RequestError("`cursor` is empty; pass back `next_cursor` unchanged",
+                           code="invalid_cursor")
+    return raw
+
+
+def resume_after() -> int:
+    """Where an event stream resumes: `Last-Event-ID` (a reconnect), else `?after=`."""
+    after = query_int("after", default=0, low=0, high=MAX_SEQ)
+    header = request.headers.get("Last-Event-ID")
+    if header is not None:
+        if not _DIGITS.fullmatch(header.strip()):
+            raise RequestError(
+                f"Last-Event-ID must be a step's seq (a whole number), not {header[:40]!r}",
+                code="invalid_last_event_id",
+            )
+        return min(int(header.strip()), MAX_SEQ)  # past the last step: nothing to replay
+    return after
+
+
+def idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if len(key) > IDEMPOTENCY_KEY_MAX_CHARS or not IDEMPOTENCY_KEY.fullmatch(key):
+        raise RequestError(
+            f"Idempotency-Key must be 1–{IDEMPOTENCY_KEY_MAX_CHARS} printable ASCII characters "
+            "(a UUID is a good choice)",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as one sentence: `goal: must not be blank; max_steps: …`."""
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "body"
+        if error["type"] == "extra_forbidden":
+            parts.append(f"unknown field `{where}`")
+            continue
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"`{where}`: {message[:1].lower()}{message[1:]}")
+    return "invalid request body: " + "; ".join(parts)

@@ -1,0 +1,288 @@
+"""The HTTP shapes: the create body, validated strictly, and the response models.
+
+The response models are not used to build responses (the domain objects' `to_json`
+does that); they describe them for the OpenAPI document, so the two are kept in
+step by the tests that validate live responses against the document.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
+from jarvis_agents.service import CreateRequest
+
+GOAL_MAX_CHARS = 4000
+MODEL_MAX_CHARS = 200
+MAX_TOOLS = 20
+WEBHOOK_URL_MAX_CHARS = 2000
+IDEMPOTENCY_KEY_MAX_CHARS = 255
+# Printable ASCII, no surrounding spaces (HTTP would strip them anyway).
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
+
+# JSON Schema patterns, understood alike by Python's `re` (what the server and the
+# property-based tests run) and by ECMAScript: no NUL, at least one non-space.
+NOT_BLANK = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+NO_BLANKS = r"^[^\s\u0000]+$"
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,4})?(/[^\s\u0000]*)?$"
+
+
+
+def _storable(value: str) -> str:
+    # PostgreSQL refuses NUL in text and UTF-8 has no lone surrogates: both would
+    # otherwise surface as a 500 from the database driver.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+class CreateAgent(BaseModel):
+    """The body of `POST /api/v1/agents` and `POST /api/v1/agents/stream`."""
+
+    # Python's `re` for patterns: the same dialect the property-based tests generate from.
+    model_config = ConfigDict(
+        extra="forbid", strict=True, title="CreateAgent", regex_engine="python-re"
+    )
+
+    goal: Annotated[
+        str,
+        Field(min_length=1, max_length=GOAL_MAX_CHARS, pattern=NOT_BLANK,
+              description="What the agent should achieve; 1–4000 characters, not blank."),
+    ]
+    max_steps: Annotated[
+        int | None,
+        Field(ge=1, le=50, description="ReACT iterations allowed (default: JARVIS_MAX_STEPS)."),
+    ] = None
+    model: Annotated[
+        str | None,
+        Field(min_length=1, max_length=MODEL_MAX_CHARS, pattern=NO_BLANKS,
+              description="Ollama model name (default: JARVIS_MODEL)."),
+    ] = None
+    tools: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+        Field(max_length=MAX_TOOLS,
+              description="Names of the tools the agent may use (default: all of them)."),
+    ] = None
+    webhook_url: Annotated[
+        str | None,
+        Field(min_length=1, max_length=WEBHOOK_URL_MAX_CHARS, pattern=HTTP_URL,
+              description="An http(s) URL that receives the agent JSON when it ends; needs "
+                          "JARVIS_WEBHOOK_SECRET on the server."),
+    ] = None
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, value: str) -> str:
+        if not re.search(r"\S", value):
+            raise ValueError("must not be blank")
+        return _storable(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model_has_no_blanks(cls, value: str | None) -> str | None:
+        if value is not None and re.search(r"\s", value):
+            raise ValueError("must not contain spaces")
+        return value if value is None else _storable(value)
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_storable(cls, value: list[str] | None) -> list[str] | None:
+        return value if value is None else [_storable(name) for name in value]
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_is_http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        _storable(value)
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError on a malformed port
+        except ValueError:
+            raise ValueError("must be a valid http(s) URL") from None
+        if parts.scheme.lower() not in {"http", "https"} or not parts.hostname:
+            raise ValueError("must be an http(s) URL with a host")
+        return value
+
+    def to_request(self) -> CreateRequest:
+        return CreateRequest(
+            goal=self.goal,
+            max_steps=self.max_steps,
+            model=self.model,
+            tools=tuple(self.tools) if self.tools is not None else None,
+            webhook_url=self.webhook_url,
+        )
+
+
+# --- responses (documentation) ---------------------------------------------------------
+
+
+class Agent(BaseModel):
+    """An agent (CONTRACT §2)."""
+
+    model_config = ConfigDict(title="Agent")
+
+    id: UUID
+    goal: str
+    status: AgentStatus
+    model: str
+    max_steps: int
+    step_count: int
+    tools: list[str] | None = Field(description="The tools it may use; null means all.")
+    webhook_url: str | None
+    final_answer: str | None = Field(None, description="Present only when COMPLETED.")
+    error: str | None = Field(None, description="Present only when FAILED.")
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    updated_at: datetime | None
+    duration_ms: int | None
+    stop_reason: StopReason | None = Field(description="null while PENDING or RUNNING.")
+
+
+class AgentList(BaseModel):
+    model_config = ConfigDict(title="AgentList")
+
+    agents: list[Agent]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` to get the next page; null on the last page."
+    )
+
+
+class Step(BaseModel):
+    """One persisted step of an agent (CONTRACT §2)."""
+
+    model_config = ConfigDict(title="Step")
+
+    seq: int = Field(ge=1, description="1, 2, 3 … per agent, no gaps.")
+    step: int = Field(ge=0, description="The ReACT iteration, from 0.")
+    type: StepType
+    tool: str | None
+    content: str
+    created_at: datetime
+    duration_ms: int | None
+
+
+class StepList(BaseModel):
+    model_config = ConfigDict(title="StepList")
+
+    steps: list[Step]
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(title="Tool")
+
+    name: str
+    description: str
+
+
+class ToolList(BaseModel):
+    model_config = ConfigDict(title="ToolList")
+
+    tools: list[Tool]
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(title="ErrorDetail")
+
+    code: str = Field(description="A stable snake_case identifier, e.g. `not_found`.")
+    message: str = Field(description="A sentence a person can act on.")
+
+
+class Error(BaseModel):
+    """Every error response: `{"error": {"code", "message"}}`."""
+
+    model_config = ConfigDict(title="Error")
+
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(title="Health")
+
+    status: Literal["ok"]
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(title="Check")
+
+    ok: bool
+    error: str | None
+
+
+class OllamaCheck(Check):
+    model_config = ConfigDict(title="OllamaCheck")
+
+    model: str = Field(description="The default model (JARVIS_MODEL).")
+    model_pulled: bool = Field(description="Whether the server has it; reported, not required.")
+
+
+class Checks(BaseModel):
+    model_config = ConfigDict(title="Checks")
+
+    database: Check
+    redis: Check
+    ollama: OllamaCheck
+
+
+class Readiness(BaseModel):
+    model_config = ConfigDict(title="Readiness")
+
+    status: Literal["ready", "unavailable"]
+    checks: Checks
+
+
+# --- server-sent events (documentation) ----------------------------------------------
+
+
+class StepEvent(BaseModel):
+    """The data of a `think`, `act`, `observe`, `final` or `error` event."""
+
+    model_config = ConfigDict(title="StepEvent")
+
+    agent_id: UUID
+    seq: int = Field(ge=1)
+    step: int = Field(ge=0)
+    type: Literal["think", "act", "observe", "final", "error"]
+    tool: str | None
+    content: str
+    created_at: datetime | None = None
+    duration_ms: int | None = None
+
+
+class EndEvent(BaseModel):
+    """The data of `cancelled` and of the last event, `done`."""
+
+    model_config = ConfigDict(title="EndEvent")
+
+    agent_id: UUID
+    status: AgentStatus
+    stop_reason: StopReason | None
+
+
+class StatusEvent(BaseModel):
+    """The data of a `status` event on the user's stream."""
+
+    model_config = ConfigDict(title="StatusEvent")
+
+    agent_id: UUID
+    status: AgentStatus
+    stop_reason: StopReason | None
+    step_count: int
+    updated_at: datetime
+
+
+RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    Agent, AgentList, Step, StepList, Tool, ToolList, Error, Health, Readiness,
+    StepEvent, EndEvent, StatusEvent,
+)

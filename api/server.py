@@ -1,0 +1,231 @@
+"""`jarvis-agents api`: the API under gunicorn with one gevent worker.
+
+Why gevent: an SSE stream holds its connection for minutes while doing nothing,
+and a thread per stream (Werkzeug, gthread) tops out long before a thousand.
+Greenlets cost kilobytes, so one process holds thousands of streams; psycopg2 and
+redis-py yield to the loop while they wait (psycopg2 through the wait callback
+below). The same worker class runs in production through `api.gunicorn_conf`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import socket
+import sys
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+from gunicorn.workers.ggevent import GeventWorker
+
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import ConfigError, DependencyUnavailable
+
+WORKER_CLASS = "api.server.JarvisWorker"
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+
+
+def options(bind: str) -> dict[str, Any]:
+    """The gunicorn settings, shared with `api.gunicorn_conf` for production."""
+    return {
+        "bind": [bind],
+        "worker_class": WORKER_CLASS,
+        "workers": 1,
+        "worker_connections": 2000,
+        # An SSE stream is a long request: no worker timeout may kill it.
+        "timeout": 0,
+        "graceful_timeout": 10,
+        "keepalive": 5,
+        "backlog": 2048,
+        "limit_request_line": 8190,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "warning",
+        "post_worker_init": announce,
+        "worker_exit": close_app,
+        # gunicorn ≥ 25.1 opens a control socket at one fixed path per user, which
+        # several API processes on one machine would fight over.
+        "control_socket_disable": True,
+    }
+
+
+def serve(settings: Settings, *, host: str, port: int) -> None:
+    """Run the API in the foreground until Ctrl-C or SIGTERM."""
+    if not logging.getLogger().handlers:
+        # Libraries' warnings; our own notes too (hub reconnects, hang-ups that cancel).
+        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
+        for name in ("api", "jarvis_agents"):
+            logging.getLogger(name).setLevel(logging.INFO)
+    _check_dependencies(settings)
+    _check_port(host, port)
+    display_host = f"[{host}]" if ":" in host else host
+    bind = f"{display_host}:{port}"
+
+    def build() -> Any:
+        from api import create_app
+
+        return create_app(settings)
+
+    JarvisApplication(build, {**options(bind), "jarvis_url": f"http://{bind}"}).run()
+
+
+class JarvisApplication(BaseApplication):
+    """gunicorn driven from code: its settings, our app factory."""
+
+    def __init__(self, factory: Any, settings: dict[str, Any]) -> None:
+        self.factory = factory
+        self.settings_ = dict(settings)
+        self.url = self.settings_.pop("jarvis_url")
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.settings_.items():
+            if key in self.cfg.settings:  # older gunicorns lack some settings
+                self.cfg.set(key, value)
+        self.cfg.set("proc_name", "jarvis-agents-api")
+        self.cfg.jarvis_url = self.url  # type: ignore[attr-defined]
+
+    def load(self) -> Any:
+        # Called in the worker, after gevent has patched the standard library.
+        return self.factory()
+
+
+class JarvisWorker(GeventWorker):
+    """gunicorn's gevent worker, plus TCP_NODELAY, green psycopg2 and JSON errors."""
+
+    def patch(self) -> None:
+        import warnings
+
+        from gevent.monkey import MonkeyPatchWarning
+
+        with warnings.catch_warnings():
+            # ssl was imported by the master (click, httpx); we use no TLS before the fork.
+            warnings.simplefilter("ignore", MonkeyPatchWarning)
+            super().patch()
+        make_psycopg2_green()
+        _json_protocol_errors()
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        # Nagle's algorithm holds small writes (an SSE event, a small JSON answer)
+        # for ~40 ms waiting for the client's delayed ACK. gunicorn sets it on the
+        # listening socket, which Linux passes on; other systems may not.
+        if client.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        super().handle(listener, client, addr)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        import gevent
+
+        # Open streams would hold the graceful shutdown for its whole timeout.
+        gevent.spawn(_end_streams, self)
+
+
+def announce(worker: Any) -> None:
+    """gunicorn hook: the app is loaded and the socket bound — say so (tests wait for it)."""
+    url = getattr(worker.cfg, "jarvis_url", None)
+    if url is None:
+        host, port = worker.sockets[0].getsockname()[:2]
+        url = f"http://{host}:{port}"
+    print(f"API listening on {url}", flush=True)
+
+
+def close_app(server: Any, worker: Any) -> None:
+    """gunicorn hook: the worker is exiting."""
+    context = _context(worker)
+    if context is not None:
+        context.close()
+
+
+def _end_streams(worker: Any) -> None:
+    context = _context(worker)
+    if context is not None:
+        context.end_streams()
+
+
+def _context(worker: Any) -> Any:
+    app = getattr(worker, "wsgi", None)
+    return getattr(app, "extensions", {}).get("jarvis")
+
+
+def make_psycopg2_green() -> None:
+    """Let psycopg2 wait on the gevent loop instead of blocking the process.
+
+    The wait callback of psycopg2's documentation ("Support for coroutine libraries").
+    """
+    try:
+        import psycopg2
+        from psycopg2 import extensions
+    except ImportError:  # pragma: no cover - SQLite only
+        return
+    from gevent.socket import wait_read, wait_write
+
+    def wait(connection: Any, timeout: float | None = None) -> None:
+        while True:
+            state = connection.poll()
+            if state == extensions.POLL_OK:
+                return
+            if state == extensions.POLL_READ:
+                wait_read(connection.fileno(), timeout=timeout)
+            elif state == extensions.POLL_WRITE:
+                wait_write(connection.fileno(), timeout=timeout)
+            else:
+                raise psycopg2.OperationalError(f"bad state from connection.poll(): {state}")
+
+    extensions.set_wait_callback(wait)
+
+
+def _json_protocol_errors() -> None:
+    """gunicorn answers unparseable requests itself, in HTML; answer in our JSON instead."""
+    from gunicorn import util
+
+    from api.errors import snake_case
+
+    def write_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+        code = snake_case(reason) or "bad_request"
+        body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
+        head = (
+            f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode("latin-1")
+        util.write_nonblock(sock, head + body)
+
+    util.write_error = write_error
+
+
+def _check_dependencies(settings: Settings) -> None:
+    """Fail with one clear line before forking if the database or Redis is unusable."""
+    import redis
+
+    from jarvis_agents.components import redis_client
+    from jarvis_agents.store import open_repository
+
+    repository = open_repository(settings, pool_size=1)
+    repository.engine.dispose()
+    client = redis_client(settings, max_connections=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    finally:
+        client.close()
+
+
+def _check_port(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is already in use") from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run `jarvis-agents api` instead")

@@ -1,0 +1,185 @@
+"""The agents resource end to end: a real API process, PostgreSQL, Redis, a Celery worker
+and an Ollama look-alike."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tests.support.api_server import CALC_SCRIPT, EventStream
+from tests.support.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
+
+
+def goals_seen_by(fake: Any) -> list[str]:
+    """The goal of every chat request the model received (the first user message)."""
+    found = []
+    for request in fake.requests:
+        users = [m["content"] for m in request.get("messages", []) if m.get("role") == "user"]
+        found.append(users[0] if users else "")
+    return found
+
+
+def test_post_then_poll_runs_the_calculator_agent(api_env, start_api, start_worker, fake_ollama):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        created = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?", "max_steps": 5})
+        assert created.status_code == 202, created.text
+        agent = created.json()
+        assert created.headers["Location"] == f"/api/v1/agents/{agent['id']}"
+        assert agent["status"] == "PENDING"
+        assert agent["max_steps"] == 5
+        assert agent["stop_reason"] is None
+
+        done = http.get(created.headers["Location"], params={"wait": 20}).json()
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"] == "1113068"
+        assert done["stop_reason"] == "final_answer"
+        assert done["step_count"] == 2
+        assert done["duration_ms"] >= 0 and done["completed_at"] and done["started_at"]
+
+        steps = http.get(f"/api/v1/agents/{agent['id']}/steps").json()["steps"]
+        assert [s["type"] for s in steps] == ["THINK", "ACT", "OBSERVE", "THINK", "FINAL"]
+        assert [s["step"] for s in steps] == [0, 0, 0, 1, 1]
+        assert [s["seq"] for s in steps] == [1, 2, 3, 4, 5]
+        assert steps[1]["tool"] == "calculate" and steps[1]["content"] == "1234 * 902"
+        assert steps[2]["content"] == "1113068"
+        assert steps[4]["content"] == "1113068"
+
+        later = http.get(f"/api/v1/agents/{agent['id']}/steps", params={"after": 3}).json()
+        assert [s["seq"] for s in later["steps"]] == [4, 5]
+
+
+def test_list_filters_by_status_and_pages_with_a_cursor(shared_api):
+    api = shared_api()
+    with api.client(api.user()) as http, api.client(api.user()) as other:
+        other.post("/api/v1/agents", json={"goal": "someone else's"})
+        ids = [http.post("/api/v1/agents", json={"goal": f"agent {i}"}).json()["id"] for i in range(5)]
+        for agent_id in ids[:2]:
+            assert http.delete(f"/api/v1/agents/{agent_id}").status_code == 200
+
+        everything = http.get("/api/v1/agents").json()
+        assert [a["id"] for a in everything["agents"]] == ids[::-1]  # newest first, own only
+        assert everything["next_cursor"] is None
+
+        cancelled = http.get("/api/v1/agents", params={"status": "CANCELLED"}).json()["agents"]
+        assert sorted(a["id"] for a in cancelled) == sorted(ids[:2])
+        pending = http.get("/api/v1/agents", params={"status": "pending"}).json()["agents"]
+        assert [a["id"] for a in pending] == ids[:1:-1]
+        assert http.get("/api/v1/agents", params={"status": "RUNNING"}).json()["agents"] == []
+
+        pages, cursor = [], None
+        while True:
+            params: dict[str, Any] = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = http.get("/api/v1/agents", params=params).json()
+            pages.append([a["id"] for a in page["agents"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert [len(p) for p in pages] == [2, 2, 1]
+        assert [i for p in pages for i in p] == ids[::-1]
+
+        unknown_params = http.get("/api/v1/agents", params={"limit": 1, "colour": "blue"})
+        assert unknown_params.status_code == 200 and len(unknown_params.json()["agents"]) == 1
+
+
+def test_long_poll_returns_at_the_deadline_or_as_soon_as_the_agent_ends(shared_api):
+    api = shared_api()  # no worker: the agent stays PENDING until cancelled
+    with api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={"goal": "wait for me"}).json()
+        url = f"/api/v1/agents/{agent['id']}"
+
+        started = time.monotonic()
+        still = http.get(url, params={"wait": 1.5}).json()
+        assert still["status"] == "PENDING"
+        assert 1.4 <= time.monotonic() - started < 4
+
+        assert http.get(url, params={"wait": 0}).json()["status"] == "PENDING"
+
+        def cancel_soon() -> None:
+            time.sleep(0.7)
+            with api.client(http.headers["Authorization"].split()[1]) as canceller:
+                canceller.delete(url)
+
+        canceller = threading.Thread(target=cancel_soon)
+        canceller.start()
+        started = time.monotonic()
+        ended = http.get(url, params={"wait": 30}).json()
+        waited = time.monotonic() - started
+        canceller.join()
+        assert ended["status"] == "CANCELLED"
+        assert waited < 2.5, f"the long-poll answered {waited:.1f} s after a 0.7 s cancel"
+
+
+def test_idempotency_key_returns_the_same_agent_and_refuses_another_body(shared_api):
+    api = shared_api()
+    with api.client(api.user()) as http:
+        headers = {"Idempotency-Key": "order-42"}
+        first = http.post("/api/v1/agents", json={"goal": "once"}, headers=headers)
+        again = http.post("/api/v1/agents", json={"goal": "once"}, headers=headers)
+        assert first.status_code == 202 and again.status_code == 200
+        assert again.json()["id"] == first.json()["id"]
+        assert again.headers["Location"] == first.headers["Location"]
+
+        different = http.post("/api/v1/agents", json={"goal": "twice"}, headers=headers)
+        assert different.status_code == 409
+        assert different.json()["error"]["code"] == "idempotency_key_reused"
+
+        # POST /stream honours the same key: it streams the agent created first.
+        with EventStream(http, "POST", "/api/v1/agents/stream", json={"goal": "once"},
+                         headers=headers) as streamed:
+            assert streamed.response.status_code == 200
+            assert streamed.response.headers["Location"] == first.headers["Location"]
+        assert len(http.get("/api/v1/agents").json()["agents"]) == 1
+
+
+def test_too_many_active_agents_is_a_429_with_retry_after(shared_api):
+    api = shared_api(JARVIS_MAX_ACTIVE_PER_USER="2")  # and no worker
+    with api.client(api.user()) as http:
+        first = http.post("/api/v1/agents", json={"goal": "one"}, headers={"Idempotency-Key": "k1"})
+        http.post("/api/v1/agents", json={"goal": "two"})
+        refused = http.post("/api/v1/agents", json={"goal": "three"})
+        assert refused.status_code == 429
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"]["code"] == "too_many_active_agents"
+        assert http.post("/api/v1/agents/stream", json={"goal": "three"}).status_code == 429
+
+        # A repeat creates nothing, so it is not refused.
+        repeat = http.post("/api/v1/agents", json={"goal": "one"}, headers={"Idempotency-Key": "k1"})
+        assert repeat.status_code == 200 and repeat.json()["id"] == first.json()["id"]
+
+        http.delete(first.headers["Location"])
+        assert http.post("/api/v1/agents", json={"goal": "three"}).status_code == 202
+
+
+def test_cancelling_a_pending_agent_means_the_model_is_never_called(
+    api_env, start_api, start_worker, fake_ollama
+):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = start_api(api_env)
+    with api.client(api.user()) as http:
+        doomed = http.post("/api/v1/agents", json={"goal": "never run me"}).json()
+        cancelled = http.delete(f"/api/v1/agents/{doomed['id']}")
+        assert cancelled.status_code == 200
+        assert cancelled.json()["status"] == "CANCELLED"
+        assert cancelled.json()["stop_reason"] == "cancelled"
+        again = http.delete(f"/api/v1/agents/{doomed['id']}")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "agent_terminal"
+
+        start_worker(api_env)
+        # An agent queued after it completes: the worker has been through the queue.
+        later = http.post("/api/v1/agents", json={"goal": "run me"}).json()
+        done = http.get(f"/api/v1/agents/{later['id']}", params={"wait": 20}).json()
+        assert done["status"] == "COMPLETED"
+        assert "never run me" not in " ".join(goals_seen_by(fake_ollama))
+        assert len(goals_seen_by(fake_ollama)) == 2  # the later agent's two turns only
+        final = http.get(f"/api/v1/agents/{doomed['id']}").json()
+        assert final["status"] == "CANCELLED" and final["step_count"] == 0
+        assert http.get(f"/api/v1/agents/{doomed['id']}/steps").json() == {"steps": []}

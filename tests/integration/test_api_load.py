@@ -1,0 +1,107 @@
+"""Concurrency: a hundred agents at once on one worker, and a thousand open SSE streams
+on one API process."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import httpx
+import pytest
+
+from tests.support.api_server import CALC_SCRIPT, wait_until
+from tests.support.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
+
+AGENTS = 100
+STREAMS = 1000
+
+
+def test_one_worker_runs_a_hundred_slow_agents_at_once(
+    api_env, start_api, start_worker, fake_ollama
+):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    fake_ollama.latency_s = 2.0  # per model call; two calls per agent
+    env = {**api_env, "JARVIS_MAX_ACTIVE_PER_USER": str(AGENTS)}
+    api = start_api(env)
+    start_worker(env)  # the default concurrency
+    with api.client(api.user()) as http:
+        started = time.monotonic()
+        for i in range(AGENTS):
+            assert http.post("/api/v1/agents", json={"goal": f"agent {i}"}).status_code == 202
+
+        def all_completed() -> bool:
+            page = http.get("/api/v1/agents", params={"status": "COMPLETED", "limit": 100}).json()
+            return len(page["agents"]) == AGENTS
+
+        wait_until(all_completed, timeout_s=30, interval_s=0.25)
+        took = time.monotonic() - started
+        # Run one after another they would take 400 s; at once, ~4 s plus overheads.
+        assert took < 15, f"{AGENTS} agents took {took:.1f} s"
+        failed = http.get("/api/v1/agents", params={"status": "FAILED"}).json()["agents"]
+        assert failed == []
+
+
+def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
+    api = start_api(api_env)
+    key = api.user()
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
+        http.get("/api/v1/tools")
+        started = time.monotonic()
+        for _ in range(30):
+            http.get("/api/v1/tools")
+        # Without TCP_NODELAY a small answer can wait ~40 ms for a delayed ACK.
+        assert (time.monotonic() - started) / 30 < 0.02
+    host, port = api.url.removeprefix("http://").split(":")
+    request = (
+        f"GET /api/v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode()
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(STREAMS):
+            sock = socket.create_connection((host, int(port)), timeout=30)
+            sock.sendall(request)
+            sockets.append(sock)
+        for sock in sockets:  # every stream answered: headers and the first keepalive
+            head = b""
+            while b": keepalive" not in head:
+                chunk = sock.recv(4096)
+                assert chunk, "the server closed a stream"
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 200")
+
+        with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
+            started = time.monotonic()
+            assert http.get("/healthz").status_code == 200
+            created = http.post("/api/v1/agents", json={"goal": "still answering"})
+            assert created.status_code == 202
+            assert time.monotonic() - started < 2
+
+        # The status change reached every one of the thousand streams.
+        agent_id = created.json()["id"].encode()
+        for sock in sockets:
+            seen = b""
+            while agent_id not in seen:
+                chunk = sock.recv(4096)
+                assert chunk, "the server closed a stream"
+                seen += chunk
+    finally:
+        for sock in sockets:
+            sock.close()
+
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
+        # A HEAD has no body to stream: answered at once, nothing left open.
+        head = http.head("/api/v1/events", timeout=5)
+        assert head.status_code == 200 and head.headers["Content-Type"] == "text/event-stream"
+
+        def open_streams() -> float:
+            found = re.search(r"^jarvis_api_open_streams (\S+)$", http.get("/metrics").text, re.MULTILINE)
+            assert found
+            return float(found.group(1))
+
+        # Every hung-up stream noticed it and let go of its subscription.
+        wait_until(lambda: open_streams() == 0, timeout_s=10, interval_s=0.2)

@@ -1,0 +1,194 @@
+"""Server-sent events end to end (CONTRACT §4): order, ids, resume, user streams, cancels."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from jarvis_agents.config import Settings
+from jarvis_agents.lifecycle import AgentStatus, Step, StepType, StopReason
+from jarvis_agents.store import open_repository
+from tests.support.api_server import CALC_SCRIPT, EventStream, wait_until
+from tests.support.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
+
+STEP_EVENTS = ["think", "act", "observe", "think", "final"]
+
+
+def test_post_stream_yields_every_step_then_done(api_env, start_api, start_worker, fake_ollama):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http, EventStream(
+        http, "POST", "/api/v1/agents/stream", json={"goal": "What is 1234 * 902?"}
+    ) as stream:
+        assert stream.response.status_code == 200
+        assert stream.response.headers["Content-Type"] == "text/event-stream"
+        assert stream.response.headers["Cache-Control"] == "no-cache"
+        agent_url = stream.response.headers["Location"]
+        events = stream.rest()
+
+        assert [e.event for e in events] == [*STEP_EVENTS, "done"]
+        assert [e.id for e in events] == ["1", "2", "3", "4", "5", None]
+        agent_id = agent_url.rsplit("/", 1)[1]
+        for event, seq, step in zip(events, range(1, 6), [0, 0, 0, 1, 1], strict=False):
+            assert event.data["agent_id"] == agent_id
+            assert event.data["seq"] == seq and event.data["step"] == step
+            assert event.data["type"] == event.event
+        assert events[1].data["tool"] == "calculate" and events[1].data["content"] == "1234 * 902"
+        assert events[2].data["content"] == "1113068"
+        assert events[-1].data == {"agent_id": agent_id, "status": "COMPLETED",
+                                   "stop_reason": "final_answer"}
+        assert http.get(agent_url).json()["status"] == "COMPLETED"
+
+
+def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once(
+    api_env, start_api, start_worker, fake_ollama
+):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    fake_ollama.latency_s = 1.5  # each planning call: the run takes ~3 s
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"}).json()
+        events_url = f"/api/v1/agents/{agent['id']}/events"
+
+        with EventStream(http, "GET", events_url) as first:
+            received = first.until(lambda e: e.event == "act")
+        # Hung up mid-run (the model is still planning the second iteration).
+        assert http.get(f"/api/v1/agents/{agent['id']}").json()["status"] == "RUNNING"
+
+        with EventStream(http, "GET", events_url,
+                         headers={"Last-Event-ID": received[-1].id}) as second:
+            received += second.rest()
+
+        assert [e.event for e in received] == [*STEP_EVENTS, "done"]
+        assert [e.id for e in received] == ["1", "2", "3", "4", "5", None]
+        assert received[-1].data["status"] == "COMPLETED"  # the hang-up cancelled nothing
+
+        # Joining an ended agent replays after the given position, then `done`.
+        with EventStream(http, "GET", events_url, params={"after": 3}) as late:
+            assert [(e.event, e.id) for e in late.rest()] == [
+                ("think", "4"), ("final", "5"), ("done", None)
+            ]
+        with EventStream(http, "GET", events_url, headers={"Last-Event-ID": "5"},
+                         params={"after": 1}) as caught_up:
+            assert [e.event for e in caught_up.rest()] == ["done"]
+
+
+def test_user_stream_shows_status_changes_of_own_agents_only(
+    api_env, start_api, start_worker, fake_ollama
+):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as alice, api.client(api.user()) as bob, \
+            EventStream(alice, "GET", "/api/v1/events") as alice_events, \
+            EventStream(bob, "GET", "/api/v1/events") as bob_events:
+        assert alice_events.response.headers["Content-Type"] == "text/event-stream"
+        mine = alice.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"}).json()["id"]
+        seen = alice_events.until(
+            lambda e: e.data["agent_id"] == mine and e.data["status"] == "COMPLETED"
+        )
+        assert {e.event for e in seen} == {"status"}
+        assert [e.data["status"] for e in seen] == ["PENDING", "RUNNING", "COMPLETED"]
+        assert set(seen[-1].data) == {"agent_id", "status", "stop_reason", "step_count", "updated_at"}
+        assert seen[-1].data["stop_reason"] == "final_answer" and seen[-1].data["step_count"] == 2
+
+        # Bob's stream, read up to his own agent's first change, holds nothing of Alice's.
+        his = bob.post("/api/v1/agents", json={"goal": "bob's"}).json()["id"]
+        bobs = bob_events.until(lambda e: e.data["agent_id"] == his)
+        assert [e.data["agent_id"] for e in bobs] == [his]
+
+
+def test_cancelling_a_running_agent_mid_reply(api_env, start_api, start_worker, fake_ollama):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    fake_ollama.latency_s = 5.0
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"}).json()
+        url = f"/api/v1/agents/{agent['id']}"
+        with EventStream(http, "GET", f"{url}/events") as watcher:
+            wait_until(lambda: fake_ollama.call_count == 1)  # the model is mid-reply
+            reply_due = time.monotonic() + 5.0
+            assert http.get(url).json()["status"] == "RUNNING"
+
+            started = time.monotonic()
+            cancelled = http.delete(url)
+            took = time.monotonic() - started
+            assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"
+            assert took < 1.0
+
+            events = watcher.rest()
+            assert [e.event for e in events] == ["cancelled", "done"]
+            assert events[-1].data == {"agent_id": agent["id"], "status": "CANCELLED",
+                                       "stop_reason": "cancelled"}
+            assert time.monotonic() - started < 2.0
+
+        # The reply arrives after the cancel; nothing of it may be written.
+        time.sleep(max(0.0, reply_due - time.monotonic()) + 1.0)
+        assert http.get(f"{url}/steps").json() == {"steps": []}
+        final = http.get(url).json()
+        assert final["status"] == "CANCELLED" and final["step_count"] == 0
+        assert http.delete(url).status_code == 409
+
+
+def test_hanging_up_a_post_stream_cancels_its_agent(api_env, start_api, start_worker, fake_ollama):
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    fake_ollama.latency_s = 5.0
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        with EventStream(http, "POST", "/api/v1/agents/stream",
+                         json={"goal": "What is 1234 * 902?"}) as stream:
+            url = stream.response.headers["Location"]
+            wait_until(lambda: fake_ollama.call_count == 1)
+        hung_up = time.monotonic()
+        agent = wait_until(
+            lambda: (a := http.get(url).json())["status"] == "CANCELLED" and a, timeout_s=5
+        )
+        assert time.monotonic() - hung_up < 5
+        assert agent["stop_reason"] == "cancelled"
+
+        # GET …/events is only a watcher: hanging up cancels nothing.
+        other = http.post("/api/v1/agents", json={"goal": "keep running"}).json()
+        with EventStream(http, "GET", f"/api/v1/agents/{other['id']}/events"):
+            pass
+        time.sleep(2.5)
+        assert http.get(f"/api/v1/agents/{other['id']}").json()["status"] in {"PENDING", "RUNNING"}
+        http.delete(f"/api/v1/agents/{other['id']}")  # lets the worker stop at once
+
+
+def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_api):
+    """A worker whose publishes never arrive: the record alone must finish the stream."""
+    api = shared_api()  # no worker: this test plays it, writing without publishing
+    repository = open_repository(Settings.from_env(api.env), pool_size=1)
+    try:
+        with api.client(api.user()) as http:
+            agent_id = http.post("/api/v1/agents", json={"goal": "silent"}).json()["id"]
+            with EventStream(http, "GET", f"/api/v1/agents/{agent_id}/events") as stream:
+                running = repository.claim(uuid.UUID(agent_id))
+                assert running is not None
+                think = Step(1, 0, StepType.THINK, "thinking quietly")
+                final = Step(2, 0, StepType.FINAL, "42")
+                repository.append_steps(running.id, running.attempt, [think], step_count=1)
+                done = running.with_completed("42")
+                assert repository.transition(
+                    running.id, AgentStatus.RUNNING, AgentStatus.COMPLETED,
+                    attempt=running.attempt, steps=[final], final_answer="42",
+                    stop_reason=StopReason.FINAL_ANSWER, step_count=1,
+                    completed_at=done.completed_at,
+                )
+                started = time.monotonic()
+                events = stream.rest()
+                assert time.monotonic() - started < 8  # found by the periodic re-check
+            assert [(e.event, e.id) for e in events] == [("think", "1"), ("final", "2"),
+                                                         ("done", None)]
+            assert events[-1].data["status"] == "COMPLETED"
+    finally:
+        repository.engine.dispose()

@@ -1,0 +1,92 @@
+"""Fixtures for the API's integration tests; the test modules load them as a plugin:
+
+    pytest_plugins = ["tests.support.api_fixtures"]
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Process
+from tests.support.api_server import Api, launch
+
+
+@pytest.fixture
+def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
+    """The environment an API and its workers share: PostgreSQL, Redis, the fake model."""
+    return {
+        "DATABASE_URL": pg_url,
+        "REDIS_URL": redis_url,
+        "OLLAMA_HOST": fake_ollama.url,
+        "JARVIS_HEARTBEAT_INTERVAL": "1",
+        "JARVIS_HEARTBEAT_STALE": "10",
+    }
+
+
+@pytest.fixture
+def start_api(tmp_path: Path) -> Iterator[Callable[..., Api]]:
+    """start_api(env) → a ready Api; stopped (SIGTERM) at the end of the test."""
+    started: list[Process] = []
+
+    def start(env: dict[str, str]) -> Api:
+        return launch(env, tmp_path / f"api-{len(started)}.log", started)
+
+    yield start
+    stop_all(started)
+
+
+# --- APIs shared by the whole session (tests that need no worker) ------------------------
+
+
+@pytest.fixture(scope="session")
+def shared_api_env(pg_server_url: str) -> Iterator[dict[str, str]]:
+    """The session's PostgreSQL and a Redis database of its own; no model server (port 9).
+
+    Tests on a shared API keep to themselves by creating their own users.
+    """
+    import redis
+
+    from tests.conftest import REDIS_BASE, _redis_dbs, missing
+
+    url = f"{REDIS_BASE}/{next(_redis_dbs)}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        client.close()
+        missing("Redis", str(exc))
+    yield {"DATABASE_URL": pg_server_url, "REDIS_URL": url, "OLLAMA_HOST": "http://127.0.0.1:9"}
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def shared_api(
+    shared_api_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., Api]]:
+    """shared_api(**extra_env) → a running Api, started once per distinct environment."""
+    started: list[Process] = []
+    apis: dict[tuple[tuple[str, str], ...], Api] = {}
+    logs = tmp_path_factory.mktemp("api")
+
+    def get(**extra: str) -> Api:
+        key = tuple(sorted(extra.items()))
+        if key not in apis:
+            apis[key] = launch({**shared_api_env, **extra}, logs / f"api-{len(apis)}.log", started)
+        return apis[key]
+
+    yield get
+    stop_all(started)
+
+
+def stop_all(processes: list[Process]) -> None:
+    """SIGTERM them all at once, then wait for each: shutdowns overlap."""
+    for process in processes:
+        process.signal(signal.SIGTERM)
+    for process in processes:
+        process.stop()
