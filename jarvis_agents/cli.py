@@ -224,15 +224,18 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, a
     renderer = None if as_json else LiveRenderer(console, started=started)
     if renderer is not None:
         renderer.header(header)
-        if started is None:  # watching: the clock is the agent's own
-            renderer.started = time.monotonic() - started_ago(client.get(agent_id))
     last_seq: str | None = None
     done: dict[str, Any] | None = None
     try:
         while done is None:
             try:
                 for event in events:
-                    data = event.json()
+                    try:
+                        data = event.json()
+                    except ValueError:  # not ours to interpret: pass it on as text
+                        data = {"data": event.data}
+                    if not isinstance(data, dict):
+                        data = {"data": data}
                     if event.id is not None:
                         last_seq = event.id
                     if renderer is None:
@@ -261,17 +264,6 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, a
             agent = None
         renderer.finish(status, done.get("stop_reason"), agent)
     return status
-
-
-def started_ago(agent: dict[str, Any]) -> float:
-    """Seconds since the agent started (0 if it has not)."""
-    from datetime import UTC, datetime
-
-    started_at = agent.get("started_at") or agent.get("created_at")
-    if not started_at:
-        return 0.0
-    when = datetime.fromisoformat(started_at)
-    return max(0.0, (datetime.now(UTC) - when).total_seconds())
 
 
 def cancel_quietly(client: JarvisClient, agent_id: str) -> None:

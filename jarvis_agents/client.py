@@ -133,13 +133,22 @@ class EventStream:
 class JarvisClient:
     """The API as Python calls; each returns the API's JSON (dicts and lists)."""
 
-    def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 30) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout_s: float = 30,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """`transport` replaces the network (httpx.MockTransport in tests)."""
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._http = httpx.Client(
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             timeout=timeout_s,
+            transport=transport,
         )
 
     @classmethod

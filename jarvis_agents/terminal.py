@@ -71,8 +71,10 @@ class LiveRenderer:
     """Prints an agent's events as they arrive, with a spinner in between on a terminal."""
 
     def __init__(self, console: Console, *, started: float | None = None) -> None:
+        """`started`: when the command started the agent (time.monotonic()); None when
+        watching an agent started elsewhere, whose own duration is then reported."""
         self.console = console
-        self.started = started if started is not None else time.monotonic()
+        self.started = started
         self.status: Status | None = None
         self.shown_errors: set[str] = set()
         self.final_answer: str | None = None
@@ -99,14 +101,21 @@ class LiveRenderer:
     def finish(self, status: str, stop_reason: str | None, agent: dict[str, Any] | None) -> None:
         """The last lines: the outcome, why, and the elapsed time."""
         self.stop()
-        elapsed_s = time.monotonic() - self.started
+        if self.started is not None:
+            elapsed_s: float | None = time.monotonic() - self.started
+        elif agent is not None and agent.get("duration_ms") is not None:
+            elapsed_s = agent["duration_ms"] / 1000
+        else:
+            elapsed_s = None
         line = Text()
         line.append(status, style=f"bold {STATUS_STYLES.get(status, '')}".strip())
         if stop_reason and stop_reason != "final_answer":
             line.append(f" ({stop_reason})")
-        line.append(f" in {elapsed_s:.1f} s")
+        if elapsed_s is not None:
+            line.append(f" in {elapsed_s:.1f} s")
         if agent is not None:
-            line.append(f", {agent.get('step_count', 0)} step(s)", style="dim")
+            count = agent.get("step_count") or 0
+            line.append(f", {count} step{'' if count == 1 else 's'}", style="dim")
         self.console.print(line)
         error = (agent or {}).get("error")
         if status == "FAILED" and error and error.strip() not in self.shown_errors:
@@ -124,14 +133,14 @@ class LiveRenderer:
 
 def agents_table(console: Console, agents: Sequence[dict[str, Any]]) -> None:
     rows = [
-        (a["id"], a["status"], str(a.get("step_count", 0)), a.get("created_at") or "", _one_line(a["goal"], 60))
+        (a["id"], a["status"], str(a.get("step_count", 0)), _short_time(a.get("created_at")), _one_line(a["goal"], 60))
         for a in agents
     ]
     _table(console, ("ID", "STATUS", "STEPS", "CREATED", "GOAL"), rows, styles={1: STATUS_STYLES})
 
 
 def tools_table(console: Console, tools: Sequence[dict[str, Any]]) -> None:
-    _table(console, ("NAME", "DESCRIPTION"), [(t["name"], _one_line(t.get("description") or "", 100)) for t in tools])
+    _table(console, ("NAME", "DESCRIPTION"), [(t["name"], _one_line(t.get("description") or "")) for t in tools])
 
 
 def agent_details(console: Console, agent: dict[str, Any]) -> None:
@@ -176,8 +185,13 @@ def _table(
     styles = styles or {}
     if console.is_terminal:
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for name in header:
-            table.add_column(name, overflow="ellipsis", no_wrap=True)
+        # Only the last column (the goal, the description) gives way to a narrow terminal.
+        for i, name in enumerate(header):
+            if i == len(header) - 1:
+                table.add_column(name, overflow="ellipsis", no_wrap=True, ratio=1)
+            else:
+                width = max(len(str(r[i])) for r in [header, *rows])
+                table.add_column(name, no_wrap=True, min_width=width)
         for row in rows:
             table.add_row(*(Text(cell, style=styles.get(i, {}).get(cell, "")) for i, cell in enumerate(row)))
         console.print(table)
@@ -188,6 +202,11 @@ def _table(
         console.out("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _one_line(text: str, limit: int) -> str:
+def _short_time(iso: str | None) -> str:
+    """`2026-01-02T03:04:05.678Z` → `2026-01-02 03:04:05` (UTC, as the API gives it)."""
+    return (iso or "")[:19].replace("T", " ")
+
+
+def _one_line(text: str, limit: int | None = None) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"

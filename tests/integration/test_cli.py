@@ -1,0 +1,258 @@
+"""The CLI's client commands against a real API, worker, PostgreSQL, Redis and FakeOllama:
+what a user sees, the exit codes of run/watch, and one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import cli_env, free_port
+from tests.support.live_stack import LiveStack
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+CLI = [sys.executable, "-m", "jarvis_agents.cli"]
+
+
+def jarvis(stack: LiveStack, *args: str, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*CLI, *args], check=False, env=stack.client_env(**env), capture_output=True,
+                            text=True, timeout=timeout_s)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "\x1b" not in result.stdout + result.stderr, "control codes written to a pipe"
+    return result
+
+
+def spawn(stack: LiveStack, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*CLI, *args], env=stack.client_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], text: str) -> None:
+    assert result.returncode != 0, result
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert text in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def detach(stack: LiveStack, goal: str) -> str:
+    result = jarvis(stack, "run", "--detach", goal)
+    assert result.returncode == 0, result.stderr
+    assert UUID.fullmatch(result.stdout.strip()), result.stdout
+    return result.stdout.strip()
+
+
+def agent(stack: LiveStack, agent_id: str, *, wait_s: float | None = None) -> dict:
+    with stack.api.client(stack.api_key, timeout=90) as http:
+        params = {"wait": wait_s} if wait_s else None
+        response = http.get(f"/api/v1/agents/{agent_id}", params=params)
+        response.raise_for_status()
+        return response.json()
+
+
+def wait_for_line(process: subprocess.Popen[str], pattern: str, timeout_s: float = 30) -> list[str]:
+    """Read stdout lines until one matches; returns every line read."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"stdout ended before {pattern!r}: {seen}")
+        seen.append(line.rstrip("\n"))
+        if re.search(pattern, line):
+            return seen
+    raise AssertionError(f"{pattern!r} not seen within {timeout_s} s: {seen}")
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+def test_run_shows_thoughts_tool_call_observation_answer_and_time(live_stack: LiveStack) -> None:
+    result = jarvis(live_stack, "run", "What is 1234 * 902?")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert UUID.search(lines[0]) and lines[0].startswith("agent ")
+    assert lines[1:6] == [
+        "THINK    I need to compute",
+        "ACT      calculate(1234 * 902)",
+        "OBSERVE  calculate → 1113068",
+        "THINK    done",
+        "FINAL    1113068",
+    ]
+    assert re.fullmatch(r"COMPLETED in \d+\.\d s, 2 steps", lines[6]), lines
+    assert len(lines) == 7
+
+
+def test_run_json_prints_each_event_as_one_json_line(live_stack: LiveStack) -> None:
+    result = jarvis(live_stack, "run", "--json", "--max-steps", "3", "What is 1234 * 902?")
+
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["event"] for e in events] == ["think", "act", "observe", "think", "final", "done"]
+    assert [e.get("seq") for e in events] == [1, 2, 3, 4, 5, None]
+    assert events[1]["tool"] == "calculate" and events[1]["content"] == "1234 * 902"
+    assert events[2]["content"] == "1113068"
+    done = events[-1]
+    assert done == {"event": "done", "agent_id": events[0]["agent_id"], "status": "COMPLETED",
+                    "stop_reason": "final_answer"}
+    assert agent(live_stack, done["agent_id"])["max_steps"] == 3
+
+
+def test_run_detach_prints_only_the_id_and_the_read_commands_show_the_agent(live_stack: LiveStack) -> None:
+    agent_id = detach(live_stack, "Detached: what is 1234 * 902?")
+    assert agent(live_stack, agent_id, wait_s=30)["status"] == "COMPLETED"
+
+    shown = jarvis(live_stack, "show", agent_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"id:           {agent_id}" in shown.stdout
+    assert "status:       COMPLETED" in shown.stdout
+    assert "final_answer: 1113068" in shown.stdout
+    assert json.loads(jarvis(live_stack, "show", "--json", agent_id).stdout)["final_answer"] == "1113068"
+
+    steps = jarvis(live_stack, "steps", agent_id)
+    assert steps.returncode == 0, steps.stderr
+    assert [line.split()[:2] for line in steps.stdout.splitlines()] == [
+        ["1", "THINK"], ["2", "ACT"], ["3", "OBSERVE"], ["4", "THINK"], ["5", "FINAL"],
+    ]
+    assert "calculate(1234 * 902)" in steps.stdout
+    later = json.loads(jarvis(live_stack, "steps", "--json", "--after", "3", agent_id).stdout)
+    assert [s["seq"] for s in later["steps"]] == [4, 5]
+
+    listed = jarvis(live_stack, "list", "--status", "completed", "--limit", "100")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["ID", "STATUS", "STEPS", "CREATED", "GOAL"]
+    row = next(r for r in rows if r.startswith(agent_id))
+    assert row.split()[1:3] == ["COMPLETED", "2"] and row.endswith("Detached: what is 1234 * 902?")
+    page = json.loads(jarvis(live_stack, "list", "--json", "--limit", "1").stdout)
+    assert len(page["agents"]) == 1 and "next_cursor" in page
+
+    watched = jarvis(live_stack, "watch", agent_id)  # an ended agent: replay, then done
+    assert watched.returncode == 0, watched.stderr
+    assert "FINAL    1113068" in watched.stdout and "COMPLETED in" in watched.stdout
+
+
+def test_a_failing_agent_exits_1_with_its_error(live_stack: LiveStack) -> None:
+    result = jarvis(live_stack, "run", "--model", "no-such-model", "What is 1234 * 902?")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ERROR    the model 'no-such-model' is not available" in result.stdout
+    assert re.search(r"^FAILED \(model_error\) in \d+\.\d s", result.stdout, re.MULTILINE), result.stdout
+    assert "Traceback" not in result.stderr
+
+    as_json = jarvis(live_stack, "run", "--json", "--model", "no-such-model", "again")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout.splitlines()[-1])["status"] == "FAILED"
+
+
+def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack) -> None:
+    process = spawn(live_stack, "run", "slow: what is 1234 * 902?")
+    try:
+        header = wait_for_line(process, r"^agent ")[-1]
+        agent_id = UUID.search(header).group(0)  # type: ignore[union-attr]
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+
+    assert process.returncode == 130, stdout + stderr
+    assert f"cancelled agent {agent_id}" in stderr and "Traceback" not in stderr
+    assert agent(live_stack, agent_id)["status"] == "CANCELLED"
+
+
+def test_watch_follows_a_running_agent_live_and_cancel_ends_it(live_stack: LiveStack) -> None:
+    agent_id = detach(live_stack, "slow: watch me compute 1234 * 902")
+    watcher = spawn(live_stack, "watch", agent_id)
+    try:
+        seen = wait_for_line(watcher, r"^ACT ")  # live: the agent is still running
+        assert seen[0].startswith(f"watching agent {agent_id}")
+        assert agent(live_stack, agent_id)["status"] == "RUNNING"
+
+        cancelled = jarvis(live_stack, "cancel", agent_id)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout.strip() == f"cancelled agent {agent_id}"
+        stdout, stderr = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+    assert watcher.returncode == 130, stdout + stderr
+    assert "CANCELLED" in stdout and stderr == ""
+    assert agent(live_stack, agent_id)["status"] == "CANCELLED"
+    assert_one_line_error(jarvis(live_stack, "cancel", agent_id), "already CANCELLED")
+
+
+def test_tools_lists_the_built_in_tools(live_stack: LiveStack) -> None:
+    result = jarvis(live_stack, "tools")
+    assert result.returncode == 0, result.stderr
+    names = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert names == ["calculate", "getTime", "getWeather", "search"]
+    tools = json.loads(jarvis(live_stack, "tools", "--json").stdout)["tools"]
+    assert {t["name"] for t in tools} == set(names) and all(t["description"] for t in tools)
+
+
+# --- errors: one line on stderr, a non-zero exit, never a traceback ------------------------
+
+UNKNOWN = str(uuid.uuid4())
+
+
+@pytest.mark.parametrize("args", [["show", UNKNOWN], ["steps", UNKNOWN], ["watch", UNKNOWN], ["cancel", UNKNOWN]])
+def test_an_unknown_id_is_one_line(live_stack: LiveStack, args: list[str]) -> None:
+    assert_one_line_error(jarvis(live_stack, *args), f"no agent with id {UNKNOWN}")
+
+
+@pytest.mark.parametrize("command", ["show", "steps", "watch", "cancel"])
+def test_a_malformed_id_is_one_line(live_stack: LiveStack, command: str) -> None:
+    assert_one_line_error(jarvis(live_stack, command, "not-a-uuid"), "is not an agent id")
+
+
+@pytest.mark.parametrize("args", [["list"], ["tools"], ["run", "hi"], ["show", UNKNOWN], ["watch", UNKNOWN]])
+def test_a_bad_key_is_one_line(live_stack: LiveStack, args: list[str]) -> None:
+    assert_one_line_error(jarvis(live_stack, *args, JARVIS_API_KEY="jrv_wrong"), "the API key was refused")
+
+
+@pytest.mark.parametrize("args", [["list"], ["run", "hi"], ["run", "--detach", "hi"], ["watch", UNKNOWN], ["tools"]])
+def test_an_unreachable_api_is_one_line(live_stack: LiveStack, args: list[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = jarvis(live_stack, *args, JARVIS_URL=url)
+    assert_one_line_error(result, f"cannot reach the jarvis-agents API at {url}: connection refused")
+    assert "jarvis-agents up" in result.stderr
+
+
+def test_bad_requests_are_one_line(live_stack: LiveStack, tmp_path) -> None:
+    assert_one_line_error(jarvis(live_stack, "run", "--tool", "teleport", "hi"), "unknown tool")
+    assert_one_line_error(jarvis(live_stack, "run", "--max-steps", "0", "hi"), "--max-steps")
+    assert_one_line_error(jarvis(live_stack, "list", "--status", "DONE"), "--status")
+    assert_one_line_error(jarvis(live_stack, "list", "--cursor", "garbage"), "cursor")
+    assert_one_line_error(jarvis(live_stack, "run", "   "), "goal")
+    assert_one_line_error(jarvis(live_stack, "list", JARVIS_URL="ftp://example"), "JARVIS_URL")
+    no_key = subprocess.run(
+        [*CLI, "list"], check=False, capture_output=True, text=True, timeout=30,
+        env=cli_env(JARVIS_URL=live_stack.url, JARVIS_DATA_DIR=str(tmp_path)),
+    )
+    assert_one_line_error(no_key, "no API key")
+
+
+def test_the_key_saved_by_up_is_used_when_no_key_is_set(live_stack: LiveStack, tmp_path) -> None:
+    (tmp_path / "api_key").write_text(live_stack.api_key + "\n")
+    result = subprocess.run(
+        [*CLI, "tools"], check=False, capture_output=True, text=True, timeout=30,
+        env=cli_env(JARVIS_URL=live_stack.url, JARVIS_DATA_DIR=str(tmp_path)),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "calculate" in result.stdout

@@ -1,0 +1,194 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) against a real
+API, worker, PostgreSQL, Redis and FakeOllama: sign in, start an agent and watch its
+steps arrive live, follow agents started elsewhere, survive an API restart without
+losing or repeating a step, cancel, and stay usable on a 375 px wide phone."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, missing
+from tests.support.live_stack import LiveStack
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
+
+CHROMIUM = os.environ.get("JARVIS_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = ROOT / "test-artifacts"
+TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        missing("Chromium", f"{CHROMIUM} not found (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Any, live_stack: LiveStack) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_stack.url)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+def expect(locator: Any) -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
+def sign_in(page: Any, key: str) -> None:
+    page.goto("/")
+    expect(page.locator("#sign-in-view")).to_be_visible()
+    page.fill("#api-key", key)
+    page.click("#sign-in")
+    expect(page.locator("#app-view")).to_be_visible()
+
+
+def start(page: Any, goal: str, *, max_steps: int | None = None) -> str:
+    """Start an agent from the form; returns its id once the page has selected it."""
+    page.fill("#goal", goal)
+    if max_steps is not None:
+        page.fill("#max-steps", str(max_steps))
+    page.click("#start")
+    expect(page.locator("#agent-goal")).to_have_text(goal)
+    row = page.locator(".agent-row", has_text=goal).first
+    return str(row.get_attribute("data-id"))
+
+
+def step_seqs(page: Any) -> list[int]:
+    return [int(s) for s in page.locator(".step[data-seq]").evaluate_all("els => els.map(e => e.dataset.seq)")]
+
+
+def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_stack: LiveStack) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    # A refused key is said so, and nothing is kept.
+    page.goto("/")
+    page.fill("#api-key", "jrv_not-a-key")
+    page.click("#sign-in")
+    expect(page.locator("#sign-in-error")).to_contain_text("refused")
+    assert page.evaluate("localStorage.getItem('jarvis.apiKey')") is None
+    sign_in(page, live_stack.api_key)
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+
+    # Start an agent and see its steps arrive while it runs (each model turn takes 2 s).
+    agent_id = start(page, "slow: what is 1234 * 902?", max_steps=5)
+    expect(page.locator(".step[data-type='THINK'][data-seq='1']")).to_be_visible()
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "RUNNING")
+    assert page.locator(".step[data-type='FINAL']").count() == 0  # live, not at the end
+    act = page.locator(".step[data-type='ACT']")
+    expect(act.locator(".step-tool")).to_have_text("calculate")
+    expect(act.locator(".step-input")).to_have_text("1234 * 902")
+    expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
+    expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    expect(page.locator(f".agent-row[data-id='{agent_id}']")).to_have_attribute("data-status", "COMPLETED")
+    expect(page.locator("#agent-final")).to_contain_text("1113068")
+    expect(page.locator("#cancel")).to_be_hidden()
+    assert [page.locator(f".step[data-seq='{n}']").get_attribute("data-type") for n in range(1, 6)] == [
+        "THINK", "ACT", "OBSERVE", "THINK", "FINAL",
+    ]
+
+    # An agent started elsewhere appears in the list and its status changes live.
+    with httpx.Client(base_url=live_stack.url, headers={"Authorization": f"Bearer {live_stack.api_key}"}) as http:
+        elsewhere = http.post("/api/v1/agents", json={"goal": "slow: started from a script"}).json()["id"]
+        row = page.locator(f".agent-row[data-id='{elsewhere}']")
+        expect(row).to_be_visible()
+        expect(row).to_have_attribute("data-status", re.compile("PENDING|RUNNING"))
+        expect(row).to_have_attribute("data-status", "COMPLETED")
+
+    # The API restarts mid-run: both streams reconnect, the agent's with Last-Event-ID,
+    # and every step is shown exactly once.
+    resumed_from: list[str] = []
+    page.on("request", lambda request: resumed_from.append(request.headers.get("last-event-id", ""))
+            if "/events" in request.url and "/agents/" in request.url else None)
+    restarted = start(page, "slow: survive a restart")
+    expect(page.locator(".step[data-type='OBSERVE']")).to_be_visible(timeout=TIMEOUT_MS)
+    live_stack.restart_api()
+    expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068", timeout=30_000)
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    assert step_seqs(page) == [1, 2, 3, 4, 5]
+    assert len(resumed_from) >= 2 and resumed_from[0] == "" and int(resumed_from[-1]) >= 3, resumed_from
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(page.locator(f".agent-row[data-id='{restarted}']")).to_have_attribute("data-status", "COMPLETED")
+
+    # Cancel a slow one while it runs.
+    cancelled = start(page, "slow: cancel me")
+    expect(page.locator("#cancel")).to_be_visible()
+    page.click("#cancel")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "CANCELLED")
+    expect(page.locator(f".agent-row[data-id='{cancelled}']")).to_have_attribute("data-status", "CANCELLED")
+    expect(page.locator(".step[data-type='CANCELLED']")).to_be_visible()
+    expect(page.locator("#cancel")).to_be_hidden()
+
+    page.click(f".agent-row[data-id='{agent_id}']")
+    expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068")
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True, animations="disabled")
+
+    # A reload keeps the key and the selected agent; signing out forgets the key.
+    page.reload()
+    expect(page.locator("#agent-goal")).to_have_text("slow: what is 1234 * 902?")
+    assert step_seqs(page) == [1, 2, 3, 4, 5]
+    page.click("#sign-out")
+    expect(page.locator("#sign-in-view")).to_be_visible()
+    assert page.evaluate("localStorage.getItem('jarvis.apiKey')") is None
+
+
+def test_a_phone_sized_screen_shows_one_column_without_sideways_scrolling(
+    browser: Any, live_stack: LiveStack
+) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 375, "height": 740}, base_url=live_stack.url,
+                                  is_mobile=True, has_touch=True, device_scale_factor=2)
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        sign_in(page, live_stack.api_key)
+        start(page, "What is 1234 * 902, from my phone?")
+        expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068")
+        expect(page.locator("#start-form")).to_be_hidden()  # one thing at a time
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        page.screenshot(path=str(ARTIFACTS / "dashboard-phone.png"), full_page=True, animations="disabled")
+        page.click("#back")
+        expect(page.locator("#start-form")).to_be_visible()
+        expect(page.locator(".agent-row").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    finally:
+        context.close()
+
+
+def test_the_page_and_its_assets_need_no_key_and_forbid_foreign_scripts(live_stack: LiveStack) -> None:
+    with httpx.Client(base_url=live_stack.url) as http:
+        index = http.get("/")
+        assert index.status_code == 200 and index.headers["Content-Type"].startswith("text/html")
+        assert 'id="api-key"' in index.text
+        for asset, media_type in (("dashboard.js", "javascript"), ("dashboard.css", "text/css")):
+            response = http.get(f"/static/{asset}")
+            assert response.status_code == 200 and media_type in response.headers["Content-Type"]
+        assert http.get("/api/v1/agents").status_code == 401  # the data still needs the key

@@ -1,0 +1,151 @@
+"""The deployment files: docker-compose.yml, the Dockerfile and the Procfile name services,
+health checks and commands that exist. (`docker compose config` runs when the Docker
+CLI plugin is installed; otherwise the YAML's structure is checked here.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, cli_env
+
+JARVIS_SERVICES = ("migrate", "api", "worker")
+DATABASE_URL = "postgresql+psycopg2://jarvis:jarvis@postgres:5432/jarvis"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def healthcheck(service: dict[str, Any]) -> str:
+    test = service["healthcheck"]["test"]
+    return " ".join(test[1:]) if isinstance(test, list) else test
+
+
+def test_compose_has_every_service_with_its_health_check(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == {"postgres", "redis", "ollama", "ollama-pull", *JARVIS_SERVICES}
+    assert services["postgres"]["image"] == "postgres:16"
+    assert "pg_isready" in healthcheck(services["postgres"])
+    assert services["redis"]["image"] == "redis:7"
+    assert healthcheck(services["redis"]) == "redis-cli ping"
+    assert services["ollama"]["image"].startswith("ollama/ollama")
+    assert healthcheck(services["ollama"]) == "ollama list"
+    assert "/healthz" in healthcheck(services["api"]) or "/readyz" in healthcheck(services["api"])
+    assert "inspect ping" in healthcheck(services["worker"])
+
+
+def test_compose_one_shots_and_start_order(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    pull = services["ollama-pull"]
+    assert pull["command"] == ["pull", "${JARVIS_MODEL:-llama3.2}"]
+    assert pull["environment"]["OLLAMA_HOST"] == "http://ollama:11434"
+    assert pull["depends_on"]["ollama"]["condition"] == "service_healthy"
+    assert pull["restart"] == "no"
+
+    migrate = services["migrate"]
+    assert migrate["command"] == ["jarvis-agents", "db", "upgrade"]
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+    api = services["api"]
+    assert api["command"] == ["gunicorn", "-c", "python:api.gunicorn_conf", "api.wsgi:app"]
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert api["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert any(str(port).endswith(":8000") for port in api["ports"])
+
+    worker = services["worker"]
+    assert worker["command"] == ["jarvis-agents", "worker"]
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert "container_name" not in worker, "a fixed name would forbid --scale worker=N"
+    assert worker["stop_grace_period"] == "60s"
+
+
+def test_compose_gives_the_jarvis_services_their_environment(compose: dict[str, Any]) -> None:
+    for name in JARVIS_SERVICES:
+        env = compose["services"][name]["environment"]
+        assert env["DATABASE_URL"] == DATABASE_URL, name
+        assert env["REDIS_URL"] == "redis://redis:6379/0", name
+        assert env["OLLAMA_HOST"] == "http://ollama:11434", name
+    # The database the postgres service creates is the one in the services' URL.
+    postgres = compose["services"]["postgres"]["environment"]
+    assert (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"]) == (
+        "jarvis", "jarvis", "jarvis",
+    )
+
+
+def compose_command() -> list[str] | None:
+    """`docker compose` (v2 plugin) or Debian's `docker-compose`; neither needs an engine for `config`."""
+    if shutil.which("docker"):
+        plugin = subprocess.run(["docker", "compose", "version"], check=False, capture_output=True)
+        if plugin.returncode == 0:
+            return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    command = compose_command()
+    if command is None:
+        message = "neither `docker compose` nor `docker-compose` is installed"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    result = subprocess.run([*command, "-f", "docker-compose.yml", "config", "--quiet"],
+                            check=False, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_dockerfile_installs_the_package_and_runs_as_a_non_root_user() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    assert "FROM python:3.11-slim" in lines
+    assert any(line.startswith("RUN pip") and ("install ." in line or "wheel" in line) for line in lines)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in {"root", "0"}
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored
+
+
+def procfile() -> dict[str, list[str]]:
+    entries = {}
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        if line.strip():
+            name, _, command = line.partition(":")
+            entries[name.strip()] = shlex.split(command)
+    return entries
+
+
+def test_procfile_runs_migrations_the_web_server_and_a_worker() -> None:
+    assert procfile() == {
+        "release": ["jarvis-agents", "db", "upgrade"],
+        "web": ["gunicorn", "-c", "python:api.gunicorn_conf", "api.wsgi:app"],
+        "worker": ["jarvis-agents", "worker"],
+    }
+
+
+@pytest.mark.parametrize("args", [["db", "upgrade"], ["worker"]])
+def test_the_procfile_commands_exist(args: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", *args, "--help"],
+                            check=False, env=cli_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage:")
+
+
+def test_the_web_command_points_at_real_modules() -> None:
+    assert importlib.util.find_spec("gunicorn") is not None
+    for module in ("api.wsgi", "api.gunicorn_conf"):
+        spec = importlib.util.find_spec(module)  # found, not imported: wsgi builds the app
+        assert spec is not None and spec.origin and Path(spec.origin).is_file(), module
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    assert gunicorn is not None, "the gunicorn console script is not installed"
