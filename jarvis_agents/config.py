@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
-
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from jarvis_agents.errors import ConfigError
 
@@ -121,6 +119,10 @@ class Settings:
 
 
 def _check_database_url(value: str) -> None:
+    # Imported here: client commands read settings too and need not load SQLAlchemy.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(value)
     except ArgumentError:
@@ -173,7 +175,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw.strip())
     except ValueError:
         raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
+    if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value
 

@@ -9,6 +9,7 @@ whose enqueue failed while the broker was down.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -194,7 +195,5 @@ class AgentRunner:
                 log.warning("cancel listener lost Redis (%s); reconnecting", exc)
                 self._stopping.wait(1.0)
             finally:
-                try:
+                with contextlib.suppress(Exception):  # closing a dead connection may fail
                     pubsub.close()
-                except Exception:  # noqa: BLE001
-                    pass

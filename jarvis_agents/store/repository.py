@@ -17,7 +17,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, and_, func, insert, or_, select, update
@@ -410,7 +410,7 @@ def _aware(value: datetime | None) -> datetime | None:
     # SQLite hands back naive datetimes; everything stored is UTC.
     if value is None or value.tzinfo is not None:
         return value
-    return value.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=UTC)
 
 
 def _agent_values(agent: Agent) -> dict[str, Any]:
@@ -474,7 +474,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, agent_id = json.loads(raw)
         when = datetime.fromisoformat(created_at)
-        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), uuid.UUID(agent_id)
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)), uuid.UUID(agent_id)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise RequestError("the cursor is malformed; pass back `next_cursor` unchanged",
                            code="invalid_cursor") from None

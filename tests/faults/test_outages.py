@@ -10,7 +10,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from jarvis_agents.errors import RequestError
 from jarvis_agents.lifecycle import AgentStatus, StepType
 from jarvis_agents.service import CreateRequest
 from jarvis_agents.webhooks import check_webhook_url
-from tests.conftest import free_port, missing
+from tests.conftest import free_port
 from tests.faults.conftest import System
 from tests.faults.test_worker_death import assert_clean_history
 
@@ -140,7 +139,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 expected = "sha256=" + hmac.new(receiver.secret.encode(), body, hashlib.sha256).hexdigest()
                 valid = hmac.compare_digest(expected, self.headers.get("X-Jarvis-Signature", ""))
@@ -173,7 +172,7 @@ def test_webhook_is_signed_and_retried_after_a_500(system: System, start_worker:
         done = system.terminal(agent.id)
         assert done.status is AgentStatus.COMPLETED
         system.wait_until(lambda: len(receiver.deliveries) >= 2, 20, "the retried delivery")
-        (t1, s1, v1, b1), (t2, s2, v2, b2) = receiver.deliveries[:2]
+        (t1, s1, v1, _), (t2, s2, v2, b2) = receiver.deliveries[:2]
         assert (s1, s2) == (500, 200) and v1 and v2
         assert t2 - t1 < 10  # the first retry comes within 10 s
         assert b2["id"] == str(agent.id) and b2["status"] == "COMPLETED"

@@ -85,8 +85,10 @@ WEATHER_SCRIPT = [
     "THOUGHT: Now Tokyo.\nACTION: getWeather\nINPUT: Tokyo",
     "THOUGHT: Time in London.\nACTION: getTime\nINPUT: London",
     "THOUGHT: Time in Tokyo.\nACTION: getTime\nINPUT: Tokyo",
-    "THOUGHT: I have everything.\nFINAL_ANSWER: London is 12 °C and overcast at 09:00; "
-    "Tokyo is 18 °C and clear at 18:00.",
+    (
+        "THOUGHT: I have everything.\nFINAL_ANSWER: London is 12 °C and overcast at 09:00; "
+        "Tokyo is 18 °C and clear at 18:00."
+    ),
 ]
 
 
