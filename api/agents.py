@@ -25,8 +25,9 @@ MAX_PAGE = 100
 def create_agent() -> Response:
     request_, key = params.create_request()
     agent, created = ctx().service.create(current_user().id, request_, idempotency_key=key)
-    # 202: accepted for running; a repeat of an Idempotency-Key is 200, nothing new.
-    return agent_response(agent, 202 if created else 200)
+    # A repeat of an Idempotency-Key replays the first answer (202, the same agent),
+    # as idempotent APIs do; `created` only decides whether anything was enqueued.
+    return agent_response(agent, 202)
 
 
 @bp.get("/agents")

@@ -79,7 +79,7 @@ AGENT_ID = {
 }
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key", "in": "header", "required": False,
-    "description": "A repeat with the same key and body returns the first agent (200) and "
+    "description": "A repeat with the same key and body replays the first answer (202, the same agent) and "
                    "creates nothing; the same key with a different body is a 409.",
     "schema": {"type": "string", "minLength": 1, "maxLength": schemas.IDEMPOTENCY_KEY_MAX_CHARS,
                "pattern": schemas.IDEMPOTENCY_KEY_PATTERN},
@@ -128,9 +128,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "summary": "Create a PENDING agent and enqueue it.",
                 "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
                 "responses": {
-                    "202": _json("Agent", "Created and enqueued.", headers=LOCATION),
-                    "200": _json("Agent", "A repeat of an Idempotency-Key: the agent it created "
-                                          "earlier; nothing new is created.", headers=LOCATION),
+                    "202": _json("Agent", "Created and enqueued; or, for a repeat of an "
+                                          "Idempotency-Key, the agent it created earlier "
+                                          "(nothing new is created).", headers=LOCATION),
                     **CREATE_ERRORS, **COMMON_ERRORS,
                 },
             },

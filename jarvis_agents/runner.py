@@ -77,6 +77,16 @@ class AgentRunner:
         finally:
             with self._lock:
                 self._running.pop(agent.id, None)
+            if self._stopping.is_set() and not flag.is_set():
+                # Shutting down past the grace period: hand the agent back now rather
+                # than after the heartbeat goes stale, so another worker resumes it.
+                self.repository.release(agent.id, agent.attempt)
+
+    def begin_shutdown(self, grace_s: float) -> None:
+        """Let running agents finish for `grace_s`, then stop them and hand them back."""
+        timer = threading.Timer(grace_s, self._stopping.set)
+        timer.daemon = True
+        timer.start()
 
     def _take_over(self, agent_id: uuid.UUID, attempt: int, task_id: str | None) -> Any:
         stale_before = utcnow() - timedelta(seconds=self.settings.heartbeat_stale_s)

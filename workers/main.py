@@ -80,6 +80,8 @@ def check_dependencies(settings: Settings) -> None:
 
 def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
     """The supervised process: the Celery worker with its runner attached."""
+    from celery.signals import worker_shutting_down
+
     from jarvis_agents.components import build_worker
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
@@ -89,6 +91,13 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     components = build_worker(settings, CeleryDispatcher(app))
     app.jarvis = components  # the tasks reach the runner through their app
     components.runner.start_background(redis_client=components.redis)
+
+    @worker_shutting_down.connect
+    def on_shutdown(**_: object) -> None:
+        # Celery's warm shutdown waits for every running task; an agent may run for
+        # minutes, so after the grace period the runner stops them and hands them back.
+        components.runner.begin_shutdown(settings.shutdown_grace_s)
+
     try:
         app.worker_main([
             "worker", f"--loglevel={loglevel}", "--pool=threads",

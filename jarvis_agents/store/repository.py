@@ -366,6 +366,16 @@ class Repository:
                 .values(heartbeat_at=utcnow())
             ).rowcount
 
+    def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
+        """Give up a RUNNING agent this attempt owns: the next sweep resumes it elsewhere."""
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(agents)
+                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
+                       agents.c.attempt == attempt)
+                .values(heartbeat_at=None)
+            ).rowcount == 1
+
     def stale_running(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
         with self.engine.connect() as conn:
             rows = conn.execute(

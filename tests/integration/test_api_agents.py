@@ -124,7 +124,7 @@ def test_idempotency_key_returns_the_same_agent_and_refuses_another_body(shared_
         headers = {"Idempotency-Key": "order-42"}
         first = http.post("/api/v1/agents", json={"goal": "once"}, headers=headers)
         again = http.post("/api/v1/agents", json={"goal": "once"}, headers=headers)
-        assert first.status_code == 202 and again.status_code == 200
+        assert first.status_code == 202 and again.status_code == 202
         assert again.json()["id"] == first.json()["id"]
         assert again.headers["Location"] == first.headers["Location"]
 
@@ -153,7 +153,7 @@ def test_too_many_active_agents_is_a_429_with_retry_after(shared_api):
 
         # A repeat creates nothing, so it is not refused.
         repeat = http.post("/api/v1/agents", json={"goal": "one"}, headers={"Idempotency-Key": "k1"})
-        assert repeat.status_code == 200 and repeat.json()["id"] == first.json()["id"]
+        assert repeat.status_code == 202 and repeat.json()["id"] == first.json()["id"]
 
         http.delete(first.headers["Location"])
         assert http.post("/api/v1/agents", json={"goal": "three"}).status_code == 202
