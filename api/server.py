@@ -20,10 +20,10 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
 
 from jarvis_agents.config import Settings
+from jarvis_agents.logs import configure_logging
 from jarvis_agents.errors import ConfigError, DependencyUnavailable
 
 WORKER_CLASS = "api.server.JarvisWorker"
-LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
 def options(bind: str) -> dict[str, Any]:
@@ -52,11 +52,10 @@ def options(bind: str) -> dict[str, Any]:
 
 def serve(settings: Settings, *, host: str, port: int) -> None:
     """Run the API in the foreground until Ctrl-C or SIGTERM."""
-    if not logging.getLogger().handlers:
-        # Libraries' warnings; our own notes too (hub reconnects, hang-ups that cancel).
-        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
-        for name in ("api", "jarvis_agents"):
-            logging.getLogger(name).setLevel(logging.INFO)
+    # Libraries' warnings; our own notes too (hub reconnects, hang-ups that cancel).
+    configure_logging(json_lines=settings.log_json, level=logging.WARNING)
+    for name in ("api", "jarvis_agents"):
+        logging.getLogger(name).setLevel(logging.INFO)
     _check_dependencies(settings)
     _check_port(host, port)
     display_host = f"[{host}]" if ":" in host else host

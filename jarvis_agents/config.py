@@ -44,6 +44,7 @@ class Settings:
     heartbeat_stale_s: float = 30.0
     pending_requeue_s: float = 60.0
     shutdown_grace_s: float = 20.0
+    worker_metrics_port: int | None = None
     worker_concurrency: int = 100
     tool_output_max_chars: int = 4000
     webhook_secret: str | None = None
@@ -95,6 +96,7 @@ class Settings:
             heartbeat_stale_s=_float(env, "JARVIS_HEARTBEAT_STALE", 30.0),
             pending_requeue_s=_float(env, "JARVIS_PENDING_REQUEUE", 60.0),
             shutdown_grace_s=_float(env, "JARVIS_SHUTDOWN_GRACE", 20.0),
+            worker_metrics_port=_int(env, "JARVIS_WORKER_METRICS_PORT", 0, low=0, high=65535) or None,
             worker_concurrency=_int(env, "JARVIS_WORKER_CONCURRENCY", 100, low=1, high=10000),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
             webhook_secret=env.get("JARVIS_WEBHOOK_SECRET") or None,

@@ -48,6 +48,7 @@ class Timings(Protocol):
     def planning(self, seconds: float) -> None: ...
     def tool(self, name: str, seconds: float) -> None: ...
     def step(self, kind: str) -> None: ...
+    def agent(self, status: str, seconds: float) -> None: ...
 
 
 class _NoTimings:
@@ -58,6 +59,9 @@ class _NoTimings:
         pass
 
     def step(self, kind: str) -> None:
+        pass
+
+    def agent(self, status: str, seconds: float) -> None:
         pass
 
 
@@ -243,6 +247,8 @@ class Executor:
             return None
         for row in rows:
             self.timings.step(row.type.value)
+        if done.duration_ms is not None:
+            self.timings.agent(done.status.value, done.duration_ms / 1000)
         self.events.publish_steps(done, rows)
         self.events.publish_status(done)
         if self.on_finished is not None:

@@ -18,6 +18,10 @@ PLANNING_SECONDS = Histogram(
 TOOL_SECONDS = Histogram(
     "jarvis_tool_seconds", "Time of one tool call.", ["tool"], buckets=LATENCY_BUCKETS
 )
+AGENT_SECONDS = Histogram(
+    "jarvis_agent_seconds", "Time of a whole agent, first start to end.", ["status"],
+    buckets=LATENCY_BUCKETS,
+)
 STEPS_WRITTEN = Counter("jarvis_steps_written", "Steps persisted by this process.", ["type"])
 
 
@@ -32,3 +36,6 @@ class PrometheusTimings:
 
     def step(self, kind: str) -> None:
         STEPS_WRITTEN.labels(type=kind).inc()
+
+    def agent(self, status: str, seconds: float) -> None:
+        AGENT_SECONDS.labels(status=status).observe(seconds)

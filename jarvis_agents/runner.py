@@ -21,6 +21,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
 from jarvis_agents.executor import Executor
 from jarvis_agents.lifecycle import AgentStatus, StopReason, utcnow
+from jarvis_agents.logs import current_agent_id
 from jarvis_agents.service import Dispatcher
 from jarvis_agents.store.repository import Repository
 
@@ -70,6 +71,8 @@ class AgentRunner:
         flag = threading.Event()
         with self._lock:
             self._running[agent.id] = (agent.attempt, flag)
+        token = current_agent_id.set(str(agent.id))
+        log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
             self.executor.run(
                 agent, should_stop=lambda: flag.is_set() or is_revoked() or self._stopping.is_set()
@@ -77,6 +80,7 @@ class AgentRunner:
         finally:
             with self._lock:
                 self._running.pop(agent.id, None)
+            current_agent_id.reset(token)
             if self._stopping.is_set() and not flag.is_set():
                 # Shutting down past the grace period: hand the agent back now rather
                 # than after the heartbeat goes stale, so another worker resumes it.

@@ -81,12 +81,19 @@ def check_dependencies(settings: Settings) -> None:
 def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
     """The supervised process: the Celery worker with its runner attached."""
     from celery.signals import worker_shutting_down
+    from prometheus_client import start_http_server
+
+    from jarvis_agents.logs import configure_logging
 
     from jarvis_agents.components import build_worker
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
     if concurrency is not None:
         settings = settings.with_overrides(worker_concurrency=concurrency)
+    configure_logging(json_lines=settings.log_json, level=getattr(logging, loglevel.upper(), logging.INFO))
+    if settings.worker_metrics_port:
+        # Planning, tool and agent latency histograms live in the worker process.
+        start_http_server(settings.worker_metrics_port)
     app = create_celery(settings)
     components = build_worker(settings, CeleryDispatcher(app))
     app.jarvis = components  # the tasks reach the runner through their app

@@ -33,6 +33,7 @@ def test_sigkill_mid_agent_then_another_worker_completes_it(system: System, fake
     assert done.status is AgentStatus.COMPLETED, done.error
     assert done.final_answer == "1113068" and done.attempt == 2
     assert_clean_history(system, agent.id)
+    assert f"[agent {agent.id}]" in first.output()  # log lines carry the agent id
 
 
 def test_sigterm_loses_no_agent(system: System, fake_ollama: Any, start_worker: Any) -> None:
