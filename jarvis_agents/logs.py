@@ -60,3 +60,6 @@ def configure_logging(*, json_lines: bool | None = None, level: int = logging.IN
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(level)
+    # One line per HTTP request or migration plugin is noise at INFO.
+    for noisy in ("httpx", "httpcore", "alembic"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -16,6 +16,7 @@ timeouts, HTTP 5xx and 429, a stream cut short) are retried by
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import re
@@ -176,9 +177,10 @@ class OllamaChatModel:
         self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts
     ) -> str:
         stream = _Stream()
+        # copy_context: the helper thread's log lines keep the caller's agent id.
         worker = threading.Thread(
-            target=self._stream_into,
-            args=(stream, payload, model, stop),
+            target=contextvars.copy_context().run,
+            args=(self._stream_into, stream, payload, model, stop),
             name=f"ollama-stream-{model}",
             daemon=True,
         )

@@ -7,6 +7,7 @@ with `ok=False` and a sentence the model can act on, so the ReACT loop goes on.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -144,7 +145,9 @@ class ToolRegistry:
         # Why a daemon thread and not an executor: a tool stuck in C code or a socket
         # cannot be interrupted, so we stop waiting and abandon it; a daemon thread
         # never blocks interpreter exit the way pool workers do.
-        worker = threading.Thread(target=work, name=f"tool-{tool.name}", daemon=True)
+        worker = threading.Thread(
+            target=contextvars.copy_context().run, args=(work,), name=f"tool-{tool.name}", daemon=True
+        )
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():
