@@ -114,11 +114,16 @@ class Repository:
                     conn.execute(
                         select(users.c.id).where(users.c.id == agent.user_id).with_for_update()
                     )
-                    active = conn.execute(
-                        select(func.count()).select_from(agents).where(
+                    # Count at most `max_active` rows: the answer is only "under the
+                    # limit or not", and a user with a big backlog must not slow creates.
+                    active_rows = (
+                        select(agents.c.id).where(
                             agents.c.user_id == agent.user_id,
                             agents.c.status.in_([s.value for s in ACTIVE]),
-                        )
+                        ).limit(max_active).subquery()
+                    )
+                    active = conn.execute(
+                        select(func.count()).select_from(active_rows)
                     ).scalar_one()
                     if active >= max_active:
                         raise RateLimited(
