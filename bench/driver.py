@@ -1,0 +1,184 @@
+"""Driving our system: create agents through the API, wait for them, read what they did.
+
+Creates go through `POST /api/v1/agents` from several client processes; completion
+is read from PostgreSQL (the record), and status changes are also timed as they are
+published on Redis, by a listener in the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+
+from bench.clients import Reply, post_concurrently
+from bench.stack import Stack
+
+
+@dataclass(frozen=True)
+class User:
+    id: uuid.UUID
+    api_key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"}
+
+
+def goal(tag: str) -> str:
+    """A goal the bench model recognises (`[bench TAG]`), unique per agent."""
+    return f"[bench {tag}] What is 1234 * 902, then 1235 * 902, then 1236 * 902?"
+
+
+def create_agents(
+    stack: Stack, users: list[User], tags: list[str], *, warmup_per_client: int = 0
+) -> list[Reply]:
+    """Create one agent per tag, the tags dealt round-robin to one client process per user."""
+    clients = len(users)
+    bodies = [
+        [json.dumps({"goal": goal(t)}).encode() for t in tags[i::clients]] for i in range(clients)
+    ]
+    warmup = [
+        [
+            json.dumps({"goal": goal(f"warmup-{uuid.uuid4().hex[:8]}")}).encode()
+            for _ in range(warmup_per_client)
+        ]
+        for _ in range(clients)
+    ]
+    return post_concurrently(
+        stack.api_url,
+        "/api/v1/agents",
+        headers=[u.headers for u in users],
+        bodies=bodies,
+        warmup=warmup,
+    )
+
+
+def accepted_ids(replies: list[Reply]) -> list[uuid.UUID]:
+    bad = [r for r in replies if r.status != 202]
+    if bad:
+        raise RuntimeError(f"{len(bad)} creates failed; first: HTTP {bad[0].status} {bad[0].body}")
+    return [uuid.UUID(r.body["id"]) for r in replies]
+
+
+def wait_terminal(stack: Stack, ids: list[uuid.UUID], *, timeout_s: float) -> int:
+    """Poll the database every 50 ms until every agent is terminal; returns how many are."""
+    deadline = time.monotonic() + timeout_s
+    query = text(
+        "SELECT count(*) FROM agents WHERE id = ANY(CAST(:ids AS uuid[])) "
+        "AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+    )
+    params = {"ids": [str(i) for i in ids]}
+    while True:
+        with stack.engine.connect() as conn:
+            done = conn.execute(query, params).scalar_one()
+        if done >= len(ids) or time.monotonic() >= deadline:
+            return int(done)
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    id: uuid.UUID
+    goal: str
+    status: str
+    step_count: int
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+def agent_rows(stack: Stack, ids: list[uuid.UUID]) -> list[AgentRow]:
+    with stack.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id, goal, status, step_count, started_at, completed_at FROM agents "
+                "WHERE id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"ids": [str(i) for i in ids]},
+        ).all()
+    return [AgentRow(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class StepRow:
+    agent_id: uuid.UUID
+    step: int
+    type: str
+    duration_ms: int | None
+    created_at: datetime  # set by the worker just before it writes the row
+
+
+def step_rows(stack: Stack, ids: list[uuid.UUID]) -> list[StepRow]:
+    """Every persisted step of these agents."""
+    with stack.engine.connect() as conn:
+        return [
+            StepRow(*r)
+            for r in conn.execute(
+                text(
+                    "SELECT agent_id, step, type, duration_ms, created_at FROM agent_steps "
+                    "WHERE agent_id = ANY(CAST(:ids AS uuid[]))"
+                ),
+                {"ids": [str(i) for i in ids]},
+            ).all()
+        ]
+
+
+def cancel_pending(stack: Stack) -> int:
+    """End the agents a worker-less phase left PENDING, and empty the task queue.
+
+    Straight in SQL and Redis: the create-latency phase has no worker, and its
+    thousands of agents must not be run by the next phase's.
+    """
+    with stack.engine.begin() as conn:
+        count = conn.execute(
+            text(
+                "UPDATE agents SET status = 'CANCELLED', stop_reason = 'cancelled', "
+                "completed_at = now(), updated_at = now() WHERE status = 'PENDING'"
+            )
+        ).rowcount
+    for key in stack.redis.scan_iter(match="jarvis-agents*"):
+        stack.redis.delete(key)
+    return int(count)
+
+
+class StatusListener:
+    """Times every status change published on Redis: (agent_id, status) → wall clock."""
+
+    def __init__(self, redis_client: Any) -> None:
+        self._pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.psubscribe("jarvis:user:*")
+        self._pubsub.get_message(timeout=1.0)  # the subscription's confirmation
+        self.times: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-status", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            message = self._pubsub.get_message(timeout=0.2)
+            if message is None:
+                continue
+            now = time.time()
+            try:
+                data = json.loads(message["data"])["data"]
+                key = (data["agent_id"], data["status"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            with self._lock:
+                self.times.setdefault(key, now)
+
+    def get(self, agent_id: uuid.UUID, status: str) -> float | None:
+        with self._lock:
+            return self.times.get((str(agent_id), status))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._pubsub.close()

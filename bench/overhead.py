@@ -1,0 +1,274 @@
+"""Scenario 1 — orchestration overhead, with an instant model.
+
+Three phases per run:
+
+A. create latency, API alone: 8 client processes each POST `creates_per_client`
+   agents back to back (after a few warm-up creates) while no worker runs, so the
+   number is the API's alone; the agents are then cancelled in SQL.
+B. create → first streamed event, one agent at a time: `POST /api/v1/agents/stream`
+   and the time to its first `think` event. These agents also give the per-step
+   overhead of an unloaded system.
+C. throughput: `agents` agents created at once by the 8 clients; each makes 4
+   planning calls and 3 `calculate` calls. Agents/s and ReACT steps/s over the
+   makespan (first create sent → last `completed_at`), the per-step overhead under
+   that load, and the CPU each process spent per agent.
+
+Per-step overhead is measured from outside the worker. The bench model server
+clocks each chat request (arrival, last byte of the reply written); for the
+iterations k = 1..3 of an agent the overhead is `arrival(k) − reply_end(k−1) −
+tool time(k−1)` (the tool time is the persisted OBSERVE `duration_ms`), and for the
+final iteration it is `COMPLETED published − reply_end(3)`, the publish being timed
+by a Redis subscriber in the harness. That covers everything the loop does between
+model calls: reading the reply, parsing it, persisting THINK+ACT, publishing them,
+persisting OBSERVE, publishing it, the cancellation check, rebuilding the prompt and
+sending the next request; or, for the last iteration, the completing transaction and
+its publishes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench import driver
+from bench.clients import stream_one
+from bench.driver import AgentRow, StatusListener, StepRow, User
+from bench.processes import Process, machine_busy_s
+from bench.stack import ModelServer, Stack
+from bench.stats import latency_summary, percentile
+
+TAG = re.compile(r"\[bench ([^\]]+)\]")
+
+
+@dataclass(frozen=True)
+class OverheadSizes:
+    agents: int = 500
+    tool_calls: int = 3
+    creates_per_client: int = 200
+    create_warmup: int = 5
+    first_event_samples: int = 30
+    workers: int = 1
+    timeout_s: float = 300.0
+
+
+QUICK = OverheadSizes(
+    agents=16, creates_per_client=5, create_warmup=1, first_event_samples=3, timeout_s=60.0
+)
+
+
+def run(
+    stack: Stack,
+    users: list[User],
+    *,
+    runs: int,
+    sizes: OverheadSizes,
+    log: Any = print,
+    after_run: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """All phases, `runs` times; `after_run(r)` follows throughput run r (the peer's turn)."""
+    model = stack.start_model(latency_s=0.0, tool_calls=sizes.tool_calls)
+    results: dict[str, Any] = {"create": [], "first_event": [], "throughput": []}
+    for r in range(runs):
+        results["create"].append(_create_latency(stack, users, sizes, r))
+        log(
+            f"  scenario 1, run {r + 1}: create p50 "
+            f"{results['create'][-1]['p50_ms']:.2f} ms, p99 {results['create'][-1]['p99_ms']:.2f} ms"
+        )
+    workers = [stack.start_worker(model, name=f"worker-{i}") for i in range(sizes.workers)]
+    listener = StatusListener(stack.redis)
+    try:
+        for r in range(runs):
+            results["first_event"].append(_first_events(stack, model, users[0], listener, sizes, r))
+            results["throughput"].append(
+                _throughput(stack, model, workers, users, listener, sizes, r)
+            )
+            t = results["throughput"][-1]
+            log(
+                f"  scenario 1, run {r + 1}: {t['agents_per_s']:.1f} agents/s, per-step overhead "
+                f"p50 {t['overhead_p50_ms']:.2f} ms (loaded), "
+                f"{results['first_event'][-1]['overhead_p50_ms']:.2f} ms (one at a time); "
+                f"first event p50 {results['first_event'][-1]['p50_ms']:.1f} ms"
+            )
+            if after_run is not None:
+                after_run(r)
+    finally:
+        listener.close()
+        for worker in workers:
+            stack.stop(worker)
+        stack.stop(model.process)
+    return results
+
+
+def _create_latency(stack: Stack, users: list[User], sizes: OverheadSizes, r: int) -> dict:
+    tags = [f"c{r}-{i}" for i in range(sizes.creates_per_client * len(users))]
+    replies = driver.create_agents(stack, users, tags, warmup_per_client=sizes.create_warmup)
+    elapsed = max(reply.sent_at + reply.latency_s for reply in replies) - min(
+        reply.sent_at for reply in replies
+    )
+    errors = sum(1 for reply in replies if reply.status != 202)
+    driver.cancel_pending(stack)
+    summary = latency_summary([reply.latency_s for reply in replies])
+    return {
+        **summary,
+        "errors": errors,
+        "clients": len(users),
+        "creates_per_s": len(replies) / max(elapsed, 1e-9),
+    }
+
+
+def _first_events(
+    stack: Stack,
+    model: ModelServer,
+    user: User,
+    listener: StatusListener,
+    sizes: OverheadSizes,
+    r: int,
+) -> dict:
+    model.calls(clear=True)
+    timings = [
+        stream_one(stack.api_url, user.api_key, driver.goal(f"f{r}-{i}"))
+        for i in range(sizes.first_event_samples)
+    ]
+    ids = [uuid.UUID(t.agent_id) for t in timings]
+    time.sleep(0.2)  # the last COMPLETED publish reaches the listener
+    rows = driver.agent_rows(stack, ids)
+    overhead = step_overheads(
+        rows, driver.step_rows(stack, ids), model.calls(clear=True), listener, sizes.tool_calls
+    )
+    summary = latency_summary([t.first_think_s for t in timings])
+    return {
+        **summary,
+        "done_p50_ms": latency_summary([t.done_s for t in timings])["p50_ms"],
+        "completed": sum(1 for row in rows if row.status == "COMPLETED"),
+        **_prefixed("overhead", latency_summary(overhead["samples"])),
+        **_parts(overhead),
+    }
+
+
+def _throughput(
+    stack: Stack,
+    model: ModelServer,
+    workers: list[Process],
+    users: list[User],
+    listener: StatusListener,
+    sizes: OverheadSizes,
+    r: int,
+) -> dict:
+    model.calls(clear=True)
+    tags = [f"t{r}-{i}" for i in range(sizes.agents)]
+    cpu0 = _cpu(stack, model, workers)
+    replies = driver.create_agents(stack, users, tags)
+    ids = driver.accepted_ids(replies)
+    started = min(reply.sent_at for reply in replies)
+    terminal = driver.wait_terminal(stack, ids, timeout_s=sizes.timeout_s)
+    cpu1 = _cpu(stack, model, workers)
+    time.sleep(0.2)
+    rows = driver.agent_rows(stack, ids)
+    completed = [row for row in rows if row.status == "COMPLETED"]
+    ended = max(row.completed_at.timestamp() for row in rows if row.completed_at)
+    makespan = ended - started
+    iterations = sum(row.step_count for row in rows)
+    steps = driver.step_rows(stack, ids)
+    overhead = step_overheads(rows, steps, model.calls(clear=True), listener, sizes.tool_calls)
+    n = len(ids)
+    cpu = {name: (cpu1[name] - cpu0.get(name, 0.0)) * 1000 / n for name in cpu1}
+    return {
+        "agents": n,
+        "completed": len(completed),
+        "terminal": terminal,
+        "makespan_s": makespan,
+        "agents_per_s": len(completed) / makespan,
+        "react_steps_per_s": iterations / makespan,
+        "step_rows_per_s": len(steps) / makespan,
+        **_prefixed("overhead", latency_summary(overhead["samples"])),
+        **_parts(overhead),
+        **_prefixed("create_loaded", latency_summary([reply.latency_s for reply in replies])),
+        **{f"cpu_ms_per_agent_{name}": value for name, value in cpu.items()},
+    }
+
+
+def step_overheads(
+    rows: list[AgentRow],
+    steps: list[StepRow],
+    calls: list[tuple],
+    listener: StatusListener,
+    tool_calls: int,
+) -> dict[str, list[float]]:
+    """Per-iteration time outside the model and the tool (see the module docstring).
+
+    Also split into three parts with the rows' `created_at` (taken by the worker just
+    before each write): `reply` = end of the model's reply → the iteration's rows built
+    (the model client's tail: reading, parsing); `act` = rows built → tool result
+    (commit THINK+ACT, publish, run the tool, minus the tool's own time); `next` = tool
+    result → next model request (commit OBSERVE, publish, cancellation check, prompt,
+    request) or, for the final iteration, rows built → COMPLETED published.
+    """
+    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for tag, turn, arrived, finished in calls:
+        turns[tag][turn] = (arrived, finished)
+    written: dict[tuple[uuid.UUID, int, str], StepRow] = {
+        (s.agent_id, s.step, s.type): s for s in steps
+    }
+    parts: dict[str, list[float]] = {
+        "samples": [],
+        "start": [],
+        "reply": [],
+        "act": [],
+        "next": [],
+        "final": [],
+    }
+    for row in rows:
+        match = TAG.search(row.goal)
+        calls_of = turns.get(match.group(1)) if match else None
+        if row.status != "COMPLETED" or not calls_of or len(calls_of) != tool_calls + 1:
+            continue
+        for k in range(1, tool_calls + 1):
+            observe = written.get((row.id, k - 1, "OBSERVE"))
+            think = written.get((row.id, k - 1, "THINK"))
+            tool_s = (observe.duration_ms or 0) / 1000 if observe else 0.0
+            parts["samples"].append(calls_of[k][0] - calls_of[k - 1][1] - tool_s)
+            if observe and think:
+                built, result = think.created_at.timestamp(), observe.created_at.timestamp()
+                parts["reply"].append(built - calls_of[k - 1][1])
+                parts["act"].append(result - built - tool_s)
+                parts["next"].append(calls_of[k][0] - result)
+        completed_seen = listener.get(row.id, "COMPLETED")
+        final = written.get((row.id, tool_calls, "THINK"))
+        if completed_seen is not None:
+            parts["samples"].append(completed_seen - calls_of[tool_calls][1])
+            if final is not None:
+                parts["reply"].append(final.created_at.timestamp() - calls_of[tool_calls][1])
+                parts["final"].append(completed_seen - final.created_at.timestamp())
+        running_seen = listener.get(row.id, "RUNNING")
+        if running_seen is not None:
+            parts["start"].append(calls_of[0][0] - running_seen)
+    return parts
+
+
+def _parts(overhead: dict[str, list[float]]) -> dict[str, float]:
+    """p50 of each part of the per-step overhead, in ms."""
+    return {
+        f"part_{name}_p50_ms": percentile(overhead[name], 50) * 1000
+        for name in ("reply", "act", "next", "final", "start")
+    }
+
+
+def _cpu(stack: Stack, model: ModelServer, workers: list[Process]) -> dict[str, float]:
+    """CPU seconds so far, per part of the system (PostgreSQL: our database's backends)."""
+    assert stack.api is not None
+    return {
+        "workers": sum(w.cpu_s() for w in workers),
+        "api": stack.api.cpu_s(),
+        "model": model.process.cpu_s(),
+        **stack.service_cpu_s(),
+        "machine": machine_busy_s(),
+    }
+
+
+def _prefixed(prefix: str, summary: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}_{key}": value for key, value in summary.items()}

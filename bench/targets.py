@@ -1,0 +1,123 @@
+"""The targets of issue 7, each checked against this run's medians."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench.figures import med, num
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "**missed**")
+
+
+def _le(value: float, limit: float) -> bool | None:
+    return None if value is None or math.isnan(value) else value <= limit
+
+
+def _all(*checks: bool | None) -> bool | None:
+    return None if any(c is None for c in checks) else all(checks)
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    o, c, f, p = (results.get(k) or {} for k in ("overhead", "concurrency", "fanout", "peer"))
+    if o:
+        fe, tp, cr = o["first_event"], o["throughput"], o["create"]
+        at_once = f"{o['sizes']['agents']} agents at once"
+        for label, runs in (("one agent at a time", fe), (at_once, tp)):
+            p50, p99 = med(runs, "overhead_p50_ms"), med(runs, "overhead_p99_ms")
+            rows.append(
+                (
+                    f"per-step overhead ≤ 1 ms p50, ≤ 5 ms p99 ({label})",
+                    f"{num(p50, 2)} / {num(p99, 2)} ms",
+                    verdict(_all(_le(p50, 1), _le(p99, 5))),
+                )
+            )
+        p50, p99 = med(cr, "p50_ms"), med(cr, "p99_ms")
+        rows.append(
+            (
+                "create p50 ≤ 3 ms, p99 ≤ 15 ms (8 client processes, API alone)",
+                f"{num(p50, 2)} / {num(p99, 2)} ms",
+                verdict(_all(_le(p50, 3), _le(p99, 15))),
+            )
+        )
+        p50, p99 = med(tp, "create_loaded_p50_ms"), med(tp, "create_loaded_p99_ms")
+        rows.append(
+            (
+                f"… the same while the {at_once} run",
+                f"{num(p50, 2)} / {num(p99, 2)} ms",
+                verdict(_all(_le(p50, 3), _le(p99, 15))),
+            )
+        )
+        p50 = med(fe, "p50_ms")
+        rows.append(
+            (
+                "create → first streamed event ≤ 50 ms (instant model)",
+                f"{num(p50, 1)} ms p50",
+                verdict(_le(p50, 50)),
+            )
+        )
+    if c and c.get("tuned"):
+        ratio = med(c["tuned"], "vs_ideal")
+        rows.append(
+            (
+                (
+                    f"I/O-bound makespan ≤ 1.5× ideal ({c['ideal_s']:g} s), one worker, "
+                    f"--concurrency {c['sizes']['concurrency']}"
+                ),
+                f"{num(med(c['tuned'], 'makespan_s'), 2)} s = {num(ratio, 2)}×",
+                verdict(_le(ratio, 1.5)),
+            )
+        )
+        if c.get("default"):
+            ratio = med(c["default"], "vs_ideal")
+            rows.append(
+                (
+                    "… at the default concurrency (100)",
+                    f"{num(med(c['default'], 'makespan_s'), 2)} s = {num(ratio, 2)}×",
+                    verdict(_le(ratio, 1.5)),
+                )
+            )
+    if f:
+        for shape in ("spread", "hot"):
+            runs = f.get(shape)
+            if runs:
+                p99 = med(runs, "p99_ms")
+                rows.append(
+                    (
+                        (
+                            f"SSE publish → client p99 ≤ 10 ms, {f['sizes']['subscribers']} streams "
+                            f"({shape})"
+                        ),
+                        f"{num(p99, 2)} ms",
+                        verdict(_le(p99, 10)),
+                    )
+                )
+        kib = max(med(f.get("spread"), "kib_per_stream"), med(f.get("hot"), "kib_per_stream"))
+        rows.append(("SSE ≤ 64 KiB per open stream", f"{num(kib, 1)} KiB", verdict(_le(kib, 64))))
+    if p.get("throughput") and o:
+        ours = med(o["throughput"], "agents_per_s")
+        theirs = max(med(runs, "runs_per_s") for runs in p["throughput"].values())
+        rows.append(
+            (
+                "≥ 2× the peer's runs/s (its best setting)",
+                f"{num(ours / theirs, 2)}× ({num(ours)} vs {num(theirs)})",
+                verdict(ours / theirs >= 2),
+            )
+        )
+    if p.get("io") and c and c.get("tuned"):
+        ours = med(c["tuned"], "makespan_s")
+        best = {k: med(v, "makespan_s") for k, v in p["io"].items() if k != "default"}
+        theirs = min(best.values()) if best else math.nan
+        rows.append(
+            (
+                "I/O-bound makespan lower than the peer's best",
+                f"{num(ours, 2)} s vs {num(theirs, 2)} s",
+                verdict(_le(ours, theirs)),
+            )
+        )
+    elif p.get("unavailable"):
+        rows.append(("the peer comparisons", f"not measured: {p['unavailable']}", "n/a"))
+    return rows
