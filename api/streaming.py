@@ -74,6 +74,13 @@ def user_events() -> Response:
     return _event_stream(events, on_close=subscription.close)
 
 
+def _poll() -> Any:
+    """The real `select.poll` even under gevent's monkey-patching (a zero timeout never blocks)."""
+    from gevent.monkey import get_original
+
+    return get_original("select", "poll")()
+
+
 class Hangup:
     """Whether the client has closed its connection, seen without writing to it.
 
@@ -90,8 +97,11 @@ class Hangup:
         if self.sock is None:
             return False
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-            if not readable:
+            # poll, not select: select() refuses descriptors >= 1024, which an API
+            # process holding a thousand streams reaches (and read that as a hang-up).
+            poller = _poll()
+            poller.register(self.sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(0):
                 return False
             return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         except (BlockingIOError, InterruptedError):
