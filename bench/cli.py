@@ -96,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "started": started.strftime("%Y-%m-%d %H:%M"),
             "runs": args.runs,
             "quick": args.quick,
-            "command": "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
+            "command": " ".join(
+                ["python -m bench", shlex.join(argv if argv is not None else sys.argv[1:])]
+            ).strip(),
             "machine": environment.machine(),
             "load_before": environment.load_average(),
             "scenarios": wanted,

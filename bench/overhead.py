@@ -20,7 +20,7 @@ tool time(k−1)` (the tool time is the persisted OBSERVE `duration_ms`), and fo
 final iteration it is `COMPLETED published − reply_end(3)`, the publish being timed
 by a Redis subscriber in the harness. That covers everything the loop does between
 model calls: reading the reply, parsing it, persisting THINK+ACT, publishing them,
-persisting OBSERVE, publishing it, the cancellation check, rebuilding the prompt and
+persisting OBSERVE, publishing it, any cancellation check, rebuilding the prompt and
 sending the next request; or, for the last iteration, the completing transaction and
 its publishes.
 """
@@ -205,7 +205,7 @@ def step_overheads(
     before each write): `reply` = end of the model's reply → the iteration's rows built
     (the model client's tail: reading, parsing); `act` = rows built → tool result
     (commit THINK+ACT, publish, run the tool, minus the tool's own time); `next` = tool
-    result → next model request (commit OBSERVE, publish, cancellation check, prompt,
+    result → next model request (commit OBSERVE, publish, any cancellation check, prompt,
     request) or, for the final iteration, rows built → COMPLETED published.
     """
     turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)

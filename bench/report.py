@@ -135,7 +135,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "`duration_ms`), for the final iteration `COMPLETED published on Redis − reply "
             "end(3)` (a subscriber in the harness clocks it). It is everything the loop does "
             "between two model calls: read and parse the reply, commit THINK+ACT, publish, "
-            "run the tool, commit OBSERVE, publish, check for cancellation, rebuild the prompt, "
+            "run the tool, commit OBSERVE, publish, rebuild the prompt, "
             "send the next request (or commit the completion and publish). 4 samples per agent. "
             "*One at a time* = the agents of the first-event phase, run strictly one after "
             "another (the unloaded cost); *500 at once* = the throughput phase, where the "
@@ -161,7 +161,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         ),
         (
             f"| … its parts, p50: reply → rows built / commit THINK+ACT, publish, tool thread / "
-            f"commit OBSERVE, publish, cancel check, next request / final commit + publish | "
+            f"commit OBSERVE, publish, prompt, next request / final commit + publish | "
             f"{_parts(fe)} ms |"
         ),
         (
