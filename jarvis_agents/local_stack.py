@@ -162,13 +162,14 @@ class LocalStack:
         self.echo(text)  # type: ignore[operator]
 
     def stop(self) -> None:
+        """Stop the children in reverse order, each before the next: the API and the
+        worker finish while the Redis they use is still up."""
+        deadline = time.monotonic() + 30
         for _, child in reversed(self.children):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for _, child in reversed(self.children):
             try:
-                child.wait(max(0.1, deadline - time.monotonic()))
+                child.wait(max(0.5, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(5)
