@@ -19,9 +19,10 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
 
+from jarvis_agents.components import check_dependencies
 from jarvis_agents.config import Settings
+from jarvis_agents.errors import ConfigError
 from jarvis_agents.logs import configure_logging
-from jarvis_agents.errors import ConfigError, DependencyUnavailable
 
 WORKER_CLASS = "api.server.JarvisWorker"
 
@@ -56,7 +57,7 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
     configure_logging(json_lines=settings.log_json, level=logging.WARNING)
     for name in ("api", "jarvis_agents"):
         logging.getLogger(name).setLevel(logging.INFO)
-    _check_dependencies(settings)
+    check_dependencies(settings)
     _check_port(host, port)
     display_host = f"[{host}]" if ":" in host else host
     bind = f"{display_host}:{port}"
@@ -194,24 +195,6 @@ def _json_protocol_errors() -> None:
         util.write_nonblock(sock, head + body)
 
     util.write_error = write_error
-
-
-def _check_dependencies(settings: Settings) -> None:
-    """Fail with one clear line before forking if the database or Redis is unusable."""
-    import redis
-
-    from jarvis_agents.components import redis_client
-    from jarvis_agents.store import open_repository
-
-    repository = open_repository(settings, pool_size=1)
-    repository.engine.dispose()
-    client = redis_client(settings, max_connections=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
-    finally:
-        client.close()
 
 
 def _check_port(host: str, port: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import ConfigError
+from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import RedisEventBus
 from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
@@ -25,19 +25,29 @@ def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
     """A Redis client with bounded waits: no call blocks forever."""
     import redis
 
-    if not settings.redis_url:
-        raise ConfigError(
-            "REDIS_URL is not set; point it at Redis (redis://host:6379/0) "
-            "or use `jarvis-agents up`, which starts one"
-        )
     return redis.Redis.from_url(
-        settings.redis_url,
+        settings.require_redis_url(),
         socket_timeout=10,
         socket_connect_timeout=5,
         health_check_interval=10,
         retry_on_timeout=True,
         max_connections=max_connections,
     )
+
+
+def check_dependencies(settings: Settings) -> None:
+    """Fail fast, in one line, on what a restart cannot fix: config, schema, Redis."""
+    import redis
+
+    repository = open_repository(settings, pool_size=1)
+    repository.engine.dispose()
+    client = redis_client(settings, max_connections=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    finally:
+        client.close()
 
 
 @dataclass

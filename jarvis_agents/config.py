@@ -117,6 +117,15 @@ class Settings:
         """A copy with some fields replaced (tests, command-line flags)."""
         return replace(self, **changes)
 
+    def require_redis_url(self) -> str:
+        """REDIS_URL, or a ConfigError saying how to provide one."""
+        if not self.redis_url:
+            raise ConfigError(
+                "REDIS_URL is not set; point it at Redis (redis://host:6379/0) "
+                "or use `jarvis-agents up`, which starts one"
+            )
+        return self.redis_url
+
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")

@@ -17,7 +17,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import ConfigError, DependencyUnavailable
+from jarvis_agents.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +27,7 @@ QUEUE = "jarvis-agents"
 
 
 def create_celery(settings: Settings) -> Celery:
-    if not settings.redis_url:
-        raise ConfigError(
-            "REDIS_URL is not set; point it at Redis (redis://host:6379/0) "
-            "or use `jarvis-agents up`, which starts one"
-        )
-    app = Celery("jarvis_agents", broker=settings.redis_url, include=["workers.tasks"])
+    app = Celery("jarvis_agents", broker=settings.require_redis_url(), include=["workers.tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

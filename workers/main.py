@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: str = "INFO") -> int:
     """Run and supervise the Celery worker until asked to stop; returns the exit code."""
+    from jarvis_agents.components import check_dependencies
+
     check_dependencies(settings)
     args = [sys.executable, "-m", "workers.main", f"--loglevel={loglevel}"]
     if concurrency is not None:
@@ -60,32 +62,13 @@ def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: 
 FATAL = 3  # the child found a problem a restart cannot fix (configuration)
 
 
-def check_dependencies(settings: Settings) -> None:
-    """Fail fast, in one line, on what a restart cannot fix: config, schema, Redis."""
-    import redis
-
-    from jarvis_agents.components import redis_client
-    from jarvis_agents.errors import DependencyUnavailable
-    from jarvis_agents.store import open_repository
-
-    open_repository(settings, pool_size=1).engine.dispose()
-    client = redis_client(settings, max_connections=2)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
-    finally:
-        client.close()
-
-
 def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
     """The supervised process: the Celery worker with its runner attached."""
     from celery.signals import worker_shutting_down
     from prometheus_client import start_http_server
 
-    from jarvis_agents.logs import configure_logging
-
     from jarvis_agents.components import build_worker
+    from jarvis_agents.logs import configure_logging
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
     if concurrency is not None:

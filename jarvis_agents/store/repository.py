@@ -193,15 +193,6 @@ class Repository:
         more = len(rows) > limit
         return page, (encode_cursor(page[-1]) if more and page else None)
 
-    def count_active(self, user_id: uuid.UUID) -> int:
-        with self.engine.connect() as conn:
-            return conn.execute(
-                select(func.count()).select_from(agents).where(
-                    agents.c.user_id == user_id,
-                    agents.c.status.in_([s.value for s in ACTIVE]),
-                )
-            ).scalar_one()
-
     # --- lifecycle -----------------------------------------------------------------
 
     def transition(
