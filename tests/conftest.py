@@ -116,8 +116,29 @@ def repository(database_url: str) -> Iterator[Any]:
 _redis_dbs = itertools.cycle(range(1, 16))
 
 
+@pytest.fixture(scope="session")
+def redis_dbs_lock() -> Iterator[None]:
+    """Databases 1-15 of the shared Redis belong to one test session at a time.
+
+    Two sessions cycling through the same databases would flush each other's
+    queues and steal each other's tasks; a second session waits here instead.
+    """
+    import fcntl
+    import tempfile
+
+    host_port = REDIS_BASE.rsplit("/", 1)[-1].replace(":", "-")
+    path = Path(tempfile.gettempdir()) / f"jarvis-agents-tests-redis-{host_port}.lock"
+    with path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sys.stderr.write(f"\nwaiting for another test session to release {path} ...\n")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture
-def redis_url() -> Iterator[str]:
+def redis_url(redis_dbs_lock: None) -> Iterator[str]:
     """An emptied Redis database of its own (queues do not leak between tests)."""
     import redis
 

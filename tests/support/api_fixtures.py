@@ -44,7 +44,7 @@ def start_api(tmp_path: Path) -> Iterator[Callable[..., Api]]:
 
 
 @pytest.fixture(scope="session")
-def shared_api_env(pg_server_url: str) -> Iterator[dict[str, str]]:
+def shared_api_env(pg_server_url: str, redis_dbs_lock: None) -> Iterator[dict[str, str]]:
     """The session's PostgreSQL and a Redis database of its own; no model server (port 9).
 
     Tests on a shared API keep to themselves by creating their own users.
