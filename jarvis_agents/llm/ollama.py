@@ -1,13 +1,23 @@
-"""The Ollama adapter: a ChatModel over the `ollama` client, streamed and interruptible.
+"""The Ollama adapter: a ChatModel over Ollama's `/api/chat`, streamed and interruptible.
 
-The reply is streamed (`/api/chat` with `"stream": true`) so that a cancellation or
-the step deadline takes effect mid-reply. The blocking HTTP read runs in a daemon
-worker thread that pushes chunks onto a queue; the calling thread polls that queue
-every 100 ms and checks `should_stop()` and the deadline in between. That is the only
+The reply is streamed (`"stream": true`) so that a cancellation or the step
+deadline takes effect mid-reply. The blocking HTTP read runs on a pooled daemon
+thread (`DaemonPool`) that hands the whole reply, or its failure, to a queue; the
+calling thread blocks on that queue until the step deadline. A `StopSignal`'s
+`wake()` puts a wake-up item on the queue, so a cancellation is seen at once
+without polling; any other `should_stop` is polled every 100 ms. That is the only
 way to interrupt a synchronous read that may be silent for seconds (a model loading
 before its first token) without closing a socket under another thread's feet. An
-abandoned worker notices the abandonment at its next chunk, or gives up at the read
+abandoned read notices the abandonment at its next chunk, or gives up at the read
 timeout, and closes its response on the way out.
+
+Why the stream is read with the `ollama` client's own `httpx.Client` and `json.loads`
+per line rather than `Client.chat(stream=True)`: that builds a pydantic model per
+message sent and per NDJSON chunk received (a reply is a dozen chunks), and it leaves
+the response unread after the last chunk, so httpx drops the connection and every
+call opened a new one. Read this way a call costs about half the CPU. The `ollama`
+client still owns the connection settings (host parsing, headers, `OLLAMA_API_KEY`)
+and the readiness calls, and its `ResponseError` carries the server's failures.
 
 Failures are sorted here, once: transient ones (connection refused or reset,
 timeouts, HTTP 5xx and 429, a stream cut short) are retried by
@@ -16,14 +26,15 @@ timeouts, HTTP 5xx and 429, a stream cut short) are retried by
 
 from __future__ import annotations
 
-import contextvars
+import json
 import logging
 import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self, TypedDict
 
@@ -32,14 +43,19 @@ import ollama
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable, StepTimeout
-from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.base import ChatMessage, StopSignal
+from jarvis_agents.llm.daemon_pool import DaemonPool
 from jarvis_agents.retry import TransientModelError, model_call_policy
 
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.1  # the Protocol's promise: Cancelled or StepTimeout within ~100 ms
 
-_Item = tuple[Literal["chunk", "done", "error"], str | Exception | None]
+# One pool per process: the reads of every adapter instance share its idle threads.
+_READERS = DaemonPool("ollama-stream")
+
+_Item = tuple[Literal["done", "error", "wake"], str | Exception | None]
+_WAKE: _Item = ("wake", None)
 
 
 class PingResult(TypedDict):
@@ -52,11 +68,28 @@ class PingResult(TypedDict):
 
 @dataclass(frozen=True)
 class _Interrupts:
-    """The two reasons to abandon a call early, checked between polls and backoffs."""
+    """The two reasons to abandon a call early, checked between waits and backoffs."""
 
     should_stop: Callable[[], bool]
     deadline: float
     budget_s: float
+    # How long a wait may last before should_stop is looked at again (None: it wakes us).
+    poll_s: float | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        poll_s = self.should_stop.poll_s if isinstance(self.should_stop, StopSignal) else POLL_S
+        object.__setattr__(self, "poll_s", poll_s)
+
+    def waking(self, waker: Callable[[], None]) -> AbstractContextManager[None]:
+        """Run `waker` whenever should_stop may have flipped, while the block runs."""
+        if isinstance(self.should_stop, StopSignal):
+            return self.should_stop.waking(waker)
+        return nullcontext()
+
+    def wait_s(self, until: float) -> float:
+        """How long to wait before the next look: up to `until`, the deadline or a poll."""
+        wait = min(until, self.deadline) - time.monotonic()
+        return max(wait if self.poll_s is None else min(wait, self.poll_s), 0.0)
 
     def check(self) -> None:
         if self.should_stop():
@@ -70,20 +103,22 @@ class _Interrupts:
     def sleep(self, seconds: float) -> None:
         """A backoff that raises Cancelled or StepTimeout instead of sleeping through them."""
         end = time.monotonic() + seconds
-        while True:
-            self.check()
-            now = time.monotonic()
-            if now >= end:
-                return
-            # Never sleep past the deadline: the next check() must see it promptly.
-            time.sleep(min(POLL_S, end - now, max(self.deadline - now, 0.001)))
+        woken = threading.Event()
+        with self.waking(woken.set):
+            while True:
+                self.check()
+                if time.monotonic() >= end:
+                    return
+                woken.wait(self.wait_s(end))
 
 
 class _Stream:
-    """One streaming attempt, shared by the calling thread and its worker thread."""
+    """One streaming attempt, shared by the calling thread and its reader thread."""
 
     def __init__(self) -> None:
-        self.items: queue.Queue[_Item] = queue.Queue()
+        # Only the outcome and wake-ups travel through the queue, not each chunk:
+        # a thread switch per chunk is CPU the caller does not need.
+        self.items: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self.abandoned = threading.Event()
 
 
@@ -109,14 +144,18 @@ class OllamaChatModel:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         # One pooled client for all calls (httpx.Client is thread-safe). No connection
-        # cap: abandoned workers hold a connection until their next chunk, and a
+        # cap: abandoned readers hold a connection until their next chunk, and a
         # worker running 100 agents must not queue behind them; Ollama itself limits
-        # how many replies it generates at once.
+        # how many replies it generates at once. Keep-alive connections for as many
+        # replies as a worker waits on at once: a new connection per call costs both
+        # ends a handshake and a thread.
         self._client = ollama.Client(
             host=self.host,
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
         )
+        # The client's own httpx.Client: its base URL, headers and API key (see above).
+        self._http: httpx.Client = self._client._client
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OllamaChatModel:
@@ -177,63 +216,47 @@ class OllamaChatModel:
         self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts
     ) -> str:
         stream = _Stream()
-        # copy_context: the helper thread's log lines keep the caller's agent id.
-        worker = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(self._stream_into, stream, payload, model, stop),
-            name=f"ollama-stream-{model}",
-            daemon=True,
-        )
-        worker.start()
-        parts: list[str] = []
+        body = {"model": model, "messages": payload, "stream": True, "options": {"stop": stop}}
         try:
-            while True:
-                interrupts.check()
-                wait_s = min(POLL_S, max(interrupts.deadline - time.monotonic(), 0.0))
-                try:
-                    kind, value = stream.items.get(timeout=wait_s)
-                except queue.Empty:
-                    continue
-                if kind == "chunk":
-                    parts.append(str(value))
-                elif kind == "done":
-                    return "".join(parts)
-                elif isinstance(value, Exception):
-                    raise value
+            with interrupts.waking(lambda: stream.items.put(_WAKE)):
+                _READERS.submit(self._stream_into, stream, body)
+                while True:
+                    interrupts.check()
+                    try:
+                        kind, value = stream.items.get(timeout=interrupts.wait_s(interrupts.deadline))
+                    except queue.Empty:
+                        continue
+                    if kind == "done":
+                        return str(value)
+                    if isinstance(value, Exception):
+                        raise value
         finally:
-            # On success the worker has already finished; otherwise this tells it to
+            # On success the reader has already reported; otherwise this tells it to
             # drop the stream at its next chunk instead of reading the whole reply.
             stream.abandoned.set()
 
-    def _stream_into(
-        self, stream: _Stream, payload: list[dict[str, str]], model: str, stop: list[str]
-    ) -> None:
-        """Worker thread body: never raises, reports everything through the queue."""
-        chunks = None
+    def _stream_into(self, stream: _Stream, body: dict[str, object]) -> None:
+        """Reader thread body: never raises, reports the outcome through the queue."""
         try:
-            chunks = self._client.chat(
-                model=model, messages=payload, stream=True, options={"stop": stop}
-            )
-            for part in chunks:
-                if stream.abandoned.is_set():
-                    return
-                if part.message.content:
-                    stream.items.put(("chunk", part.message.content))
-                if part.done:
-                    stream.items.put(("done", None))
-                    return
-            stream.items.put(
-                ("error", TransientModelError("the reply stream ended before the reply was complete"))
-            )
+            with self._http.stream("POST", "/api/chat", json=body) as response:
+                if not response.is_success:
+                    response.read()
+                    raise ollama.ResponseError(response.text, response.status_code)
+                chunks = response.iter_bytes()
+                reply = _read_reply(chunks, stream.abandoned)
+                if reply is None:
+                    return  # abandoned: nobody is waiting
+                stream.items.put(("done", reply))
+                # Read the stream to its end (normally just the terminating chunk) so
+                # the connection goes back to the pool instead of being closed.
+                for _ in chunks:
+                    if stream.abandoned.is_set():
+                        break
         except Exception as exc:  # noqa: BLE001 - every failure is classified for the caller
             if not stream.abandoned.is_set():
-                classified = self._classify(exc, model)
+                classified = self._classify(exc, str(body["model"]))
                 classified.__cause__ = exc
                 stream.items.put(("error", classified))
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()  # leaves the client's `with stream(...)`, closing the response
 
     # --- errors ----------------------------------------------------------------------
 
@@ -296,6 +319,39 @@ class OllamaChatModel:
 
 def _with_tag(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _read_reply(chunks: Iterator[bytes], abandoned: threading.Event) -> str | None:
+    """The reply's text from Ollama's NDJSON stream, up to its `done` line.
+
+    None once `abandoned` is set. Raises ollama.ResponseError for an {"error": …}
+    line and TransientModelError when the stream ends before its `done` line.
+    """
+    parts: list[str] = []
+    pending = b""
+    for data in chunks:
+        if abandoned.is_set():
+            return None
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            if _read_line(line, parts):
+                return "".join(parts)
+    if _read_line(pending, parts):  # a last line without its newline
+        return "".join(parts)
+    raise TransientModelError("the reply stream ended before the reply was complete")
+
+
+def _read_line(line: bytes, parts: list[str]) -> bool:
+    """Adds one NDJSON line's text to `parts`; True when it is the `done` line."""
+    if not line.strip():
+        return False
+    part = json.loads(line)
+    if error := part.get("error"):
+        raise ollama.ResponseError(error)
+    content = (part.get("message") or {}).get("content")
+    if content:
+        parts.append(content)
+    return bool(part.get("done"))
 
 
 def _cut_at_stop(text: str, stop: Sequence[str]) -> str:

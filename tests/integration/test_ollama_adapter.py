@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,8 @@ from jarvis_agents.errors import (
     ModelUnavailable,
     StepTimeout,
 )
-from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm import ollama as ollama_module
+from jarvis_agents.llm.base import ChatMessage, StopSignal
 from jarvis_agents.llm.ollama import OllamaChatModel
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_ollama_scripts import CALC_PRODUCT
@@ -102,6 +104,51 @@ def test_a_silent_model_is_interruptible(fake: FakeOllama, model: OllamaChatMode
     assert time.monotonic() - started < 0.5
 
 
+def test_a_stop_signal_wakes_a_silent_model_call_without_polling(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.latency_s = 10.0
+    cancelled = threading.Event()
+    looks: list[float] = []
+
+    def condition() -> bool:
+        looks.append(time.monotonic())
+        return cancelled.is_set()
+
+    signal = StopSignal(condition)  # poll_s=None: only wake() makes the call look again
+
+    def cancel() -> None:
+        cancelled.set()
+        signal.wake()
+
+    threading.Timer(0.5, cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=signal)
+    assert time.monotonic() - started < 0.7
+    assert len(looks) <= 3  # once before the wait, once when woken: not ten times a second
+
+
+def test_a_stop_signal_still_polls_what_cannot_wake_it(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.latency_s = 10.0
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=StopSignal(flips_after(0.3), poll_s=0.1))
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_step_deadline_ends_a_wait_no_signal_interrupts(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.latency_s = 10.0
+    started = time.monotonic()
+    with pytest.raises(StepTimeout):
+        ask(model, timeout_s=0.3, should_stop=StopSignal(lambda: False))
+    assert time.monotonic() - started < 0.5
+
+
 def test_the_step_deadline_mid_reply_is_a_step_timeout(
     fake: FakeOllama, model: OllamaChatModel
 ) -> None:
@@ -114,6 +161,25 @@ def test_the_step_deadline_mid_reply_is_a_step_timeout(
 
 
 # --- failures ------------------------------------------------------------------------
+
+
+def test_calls_reuse_one_connection_and_one_reader_thread(
+    fake: FakeOllama, model: OllamaChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connects: list[object] = []
+    connect = socket.socket.connect
+
+    def counting(sock: socket.socket, address: object) -> None:
+        connects.append(address)
+        connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counting)
+    threads_before = ollama_module._READERS.threads
+    for _ in range(5):
+        assert ask(model) == REPLY
+    # The reply is read to its end, so the connection goes back to the pool.
+    assert len(connects) == 1
+    assert ollama_module._READERS.threads <= threads_before + 1
 
 
 def test_server_errors_are_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
@@ -270,12 +336,13 @@ def test_the_fake_runs_as_a_process_with_a_builtin_script() -> None:
     assert process.returncode == 0
 
 
-def test_a_cancelled_reply_leaves_no_thread_behind_for_long(
+def test_a_cancelled_reply_leaves_no_read_behind_for_long(
     fake: FakeOllama, model: OllamaChatModel
 ) -> None:
     fake.responder = lambda request: " ".join(["word"] * 50)
     fake.chunk_delay_s = 0.05
     with pytest.raises(Cancelled):
         ask(model, should_stop=flips_after(0.1))
-    time.sleep(0.2)  # the worker drops the stream at its next chunk
-    assert not [t for t in threading.enumerate() if t.name.startswith("ollama-stream")]
+    time.sleep(0.2)  # the reader drops the stream at its next chunk
+    assert ollama_module._READERS.busy == 0
+    assert len(fake.requests) == 1
