@@ -21,11 +21,17 @@ from jarvis_agents.config import Settings
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
 from jarvis_agents.executor import Executor
 from jarvis_agents.lifecycle import AgentStatus, StopReason, utcnow
+from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.service import Dispatcher
 from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
+
+# How often a waiting model call still looks at the one stop condition that cannot
+# wake it, a Celery revoke (a set in the worker). A revoke always follows the cancel
+# published on Redis, which wakes the call at once; this only bounds the fallback.
+REVOKE_POLL_S = 1.0
 
 
 class AgentRunner:
@@ -43,7 +49,7 @@ class AgentRunner:
         self.events = events
         self.dispatcher = dispatcher
         self.settings = settings
-        self._running: dict[uuid.UUID, tuple[int, threading.Event]] = {}
+        self._running: dict[uuid.UUID, tuple[int, threading.Event, StopSignal]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -69,14 +75,14 @@ class AgentRunner:
         else:
             return  # already ended: a late redelivery
         flag = threading.Event()
+        # cancel_local and the shutdown wake it; only a revoke has to be polled for.
+        signal = StopSignal(flag.is_set, self._stopping.is_set, is_revoked, poll_s=REVOKE_POLL_S)
         with self._lock:
-            self._running[agent.id] = (agent.attempt, flag)
+            self._running[agent.id] = (agent.attempt, flag, signal)
         token = current_agent_id.set(str(agent.id))
         log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
-            self.executor.run(
-                agent, should_stop=lambda: flag.is_set() or is_revoked() or self._stopping.is_set()
-            )
+            self.executor.run(agent, should_stop=signal)
         finally:
             with self._lock:
                 self._running.pop(agent.id, None)
@@ -88,9 +94,16 @@ class AgentRunner:
 
     def begin_shutdown(self, grace_s: float) -> None:
         """Let running agents finish for `grace_s`, then stop them and hand them back."""
-        timer = threading.Timer(grace_s, self._stopping.set)
+        timer = threading.Timer(grace_s, self._stop_all)
         timer.daemon = True
         timer.start()
+
+    def _stop_all(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            signals = [signal for _, _, signal in self._running.values()]
+        for signal in signals:
+            signal.wake()
 
     def _take_over(self, agent_id: uuid.UUID, attempt: int, task_id: str | None) -> Any:
         stale_before = utcnow() - timedelta(seconds=self.settings.heartbeat_stale_s)
@@ -127,7 +140,9 @@ class AgentRunner:
         with self._lock:
             entry = self._running.get(agent_id)
         if entry is not None:
-            entry[1].set()
+            _, flag, signal = entry
+            flag.set()
+            signal.wake()
 
     # --- background threads ----------------------------------------------------------
 
@@ -139,7 +154,7 @@ class AgentRunner:
             self._spawn("jarvis-cancel-listener", lambda: self._listen(redis_client))
 
     def stop_background(self) -> None:
-        self._stopping.set()
+        self._stop_all()
         for thread in self._threads:
             thread.join(timeout=5)
 
@@ -151,7 +166,7 @@ class AgentRunner:
     def _heartbeat_loop(self) -> None:
         while not self._stopping.wait(self.settings.heartbeat_interval_s):
             with self._lock:
-                owned = [(agent_id, attempt) for agent_id, (attempt, _) in self._running.items()]
+                owned = [(agent_id, attempt) for agent_id, (attempt, _, _) in self._running.items()]
             try:
                 self.repository.heartbeat(owned)
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
