@@ -26,6 +26,12 @@ class Tool(Protocol):
     `run` returns the observation. It raises ToolError for a failure the model can
     act on (bad input, a city not found, a service unreachable); the registry turns
     that, and any other exception, into an observation.
+
+    Optional: `blocking = False` declares the tool offline and bounded (no I/O, a
+    run time of milliseconds whatever the input), so calling it again is harmless;
+    the registry then runs it on the caller's thread, with no timeout. A tool
+    without the attribute is blocking: it runs on a helper thread under the tool
+    timeout.
     """
 
     name: str

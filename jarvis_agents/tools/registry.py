@@ -131,6 +131,15 @@ class ToolRegistry:
         content, ok = self._run(tool, tool_input)
         return self._result(content, ok=ok, tool=tool.name, started=started)
 
+    def runs_inline(self, name: str) -> bool:
+        """Whether a call of `name` ends on the caller's thread, at once and offline.
+
+        True for an unknown name (the call only answers with the list of tools) and
+        for a tool that declares `blocking = False`; such a call is safe to repeat.
+        """
+        tool = self.get(name)
+        return tool is None or not _is_blocking(tool)
+
     def _run(self, tool: Tool, tool_input: str) -> tuple[str, bool]:
         timeout_s = self._settings.tool_timeout_s
         context = ToolContext(settings=self._settings, http=self._http, timeout_s=timeout_s)
@@ -142,6 +151,14 @@ class ToolRegistry:
             except BaseException as exc:  # noqa: BLE001 - reported to the caller below
                 outcome.error = exc
 
+        if not _is_blocking(tool):
+            # Offline and bounded: a thread to start, join and time out would cost
+            # more than the call itself. A KeyboardInterrupt here is the caller's.
+            try:
+                outcome.value = tool.run(tool_input, context=context)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller below
+                outcome.error = exc
+            return self._observation(tool, outcome)
         # Why a daemon thread and not an executor: a tool stuck in C code or a socket
         # cannot be interrupted, so we stop waiting and abandon it; a daemon thread
         # never blocks interpreter exit the way pool workers do.
@@ -157,6 +174,11 @@ class ToolRegistry:
                 "try a simpler input or another tool."
             )
             return message, False
+        return self._observation(tool, outcome)
+
+    @staticmethod
+    def _observation(tool: Tool, outcome: _Outcome) -> tuple[str, bool]:
+        """The observation text of a finished call, and whether it succeeded."""
         error = outcome.error
         if isinstance(error, ToolError):
             return str(error) or f"Tool '{tool.name}' failed without a message.", False
@@ -226,6 +248,11 @@ def load_plugins() -> list[Tool]:
             continue
         tools.append(tool)
     return tools
+
+
+def _is_blocking(tool: Tool) -> bool:
+    # Plugins written before the flag existed are blocking: the safe default.
+    return getattr(tool, "blocking", True) is not False
 
 
 def _check_tool(tool: object, existing: dict[str, Tool]) -> str | None:

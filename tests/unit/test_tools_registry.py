@@ -184,6 +184,41 @@ def test_a_hung_tool_times_out(
     assert registry.call("slow", "").ok is False
 
 
+def test_offline_tools_run_on_the_callers_thread(
+    make_registry: Callable[..., ToolRegistry],
+) -> None:
+    threads: list[threading.Thread] = []
+    offline = FakeTool("offline", lambda text: threads.append(threading.current_thread()) or text)
+    offline.blocking = False  # type: ignore[attr-defined]
+    plain = FakeTool("plain", lambda text: threads.append(threading.current_thread()) or text)
+    registry = make_registry(offline, plain)
+    assert registry.call("offline", "a").content == "a"
+    assert registry.call("plain", "b").content == "b"
+    assert threads[0] is threading.current_thread()
+    assert threads[1] is not threading.current_thread()  # no flag: blocking, on a thread
+    assert registry.runs_inline("offline") and registry.runs_inline("no-such-tool")
+    assert not registry.runs_inline("plain")
+
+
+def test_an_offline_tools_failure_is_still_an_observation(
+    make_registry: Callable[..., ToolRegistry],
+) -> None:
+    def refuse(_: str) -> str:
+        raise ToolError("Division by zero is not defined.")
+
+    offline = FakeTool("offline", refuse)
+    offline.blocking = False  # type: ignore[attr-defined]
+    result = make_registry(offline).call("offline", "1/0")
+    assert (result.ok, result.content) == (False, "Division by zero is not defined.")
+
+
+def test_the_builtins_declare_which_of_them_are_offline(settings: Settings, no_plugins: None) -> None:
+    with ToolRegistry.default(settings) as registry:
+        assert [registry.runs_inline(name) for name in registry.names()] == [
+            True, True, False, False,  # calculate, getTime | getWeather, search
+        ]
+
+
 def test_a_tool_error_becomes_its_message(make_registry: Callable[..., ToolRegistry]) -> None:
     def refuse(_: str) -> str:
         raise ToolError("No place called 'Atlantis' was found.")

@@ -97,6 +97,9 @@ class CalculateTool:
         "Evaluate an arithmetic expression exactly, e.g. (1234 * 5.5) / 3 or sqrt(2) ^ 10. " + HINT
     )
     input_hint = "an arithmetic expression, e.g. 2 * (3 + 4) ^ 2"
+    # No I/O, and every input that could compute for long is refused first: the
+    # registry runs it on the agent's own thread.
+    blocking = False
 
     def run(self, tool_input: str, *, context: ToolContext) -> str:
         return evaluate(tool_input)

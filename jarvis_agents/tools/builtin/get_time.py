@@ -119,6 +119,8 @@ class GetTimeTool:
         "São Paulo or an IANA name like Europe/London. Works offline."
     )
     input_hint = "a city name or an IANA time zone, e.g. Tokyo or Europe/London"
+    # Offline (a table lookup and the tz database): the registry runs it inline.
+    blocking = False
 
     def __init__(self, clock: Clock | None = None) -> None:
         # Why injectable: tests pin the instant; production uses the system clock.
