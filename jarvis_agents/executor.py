@@ -5,7 +5,11 @@ next `step` and the next `seq` from the persisted steps, so any attempt can resu
 an agent exactly where the last one stopped. Each iteration writes its rows in
 two transactions, [THINK, ACT] then [OBSERVE], or [THINK, FINAL] together with the
 completion; a resumed attempt that finds an ACT without its OBSERVE runs the tool
-again, and nothing is ever written twice (the schema refuses it anyway).
+again, and nothing is ever written twice (the schema refuses it anyway). A tool
+that runs inline (offline, bounded, safe to repeat: `calculate`, `getTime`, or an
+unknown name) is called before anything is written and its iteration is one write,
+[THINK, ACT, OBSERVE]: a crash before it leaves nothing, and the resumed attempt
+plans the iteration again.
 """
 
 from __future__ import annotations
@@ -181,8 +185,15 @@ class Executor:
         rows = self._rows(state, plan, planning_ms=int(planning_s * 1000), tools=tools)
         if isinstance(plan, FinalAnswer):
             return self._complete(agent, state, rows, plan.answer)
+        act = rows[-1]
+        if tools.runs_inline(act.tool or ""):
+            # One commit and one publish instead of two: the call is safe to repeat.
+            observation = self._call(tools, act, seq=act.seq + 1)
+            self._write(agent, state, [*rows, observation], step_count=act.step + 1)
+            state.next_step = act.step + 1
+            return None
         self._write(agent, state, rows, step_count=state.next_step + 1)
-        self._observe(agent, tools, state, rows[-1])
+        self._observe(agent, tools, state, act)
         return None
 
     def _rows(self, state: _State, plan: Action | FinalAnswer, *, planning_ms: int, tools: ToolRegistry) -> list[Step]:
@@ -204,15 +215,19 @@ class Executor:
         return rows
 
     def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step) -> None:
-        result = tools.call(act.tool or "", act.content)
-        self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
-        observation = Step(
-            state.next_seq, act.step, StepType.OBSERVE, result.content, tool=act.tool,
-            created_at=utcnow(), duration_ms=result.duration_ms,
-        )
+        observation = self._call(tools, act, seq=state.next_seq)
         self._write(agent, state, [observation], step_count=act.step + 1)
         state.next_step = act.step + 1
         state.pending_act = None
+
+    def _call(self, tools: ToolRegistry, act: Step, *, seq: int) -> Step:
+        """Run the ACT's tool; its OBSERVE row, numbered `seq`."""
+        result = tools.call(act.tool or "", act.content)
+        self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
+        return Step(
+            seq, act.step, StepType.OBSERVE, result.content, tool=act.tool,
+            created_at=utcnow(), duration_ms=result.duration_ms,
+        )
 
     # --- persistence -----------------------------------------------------------------
 

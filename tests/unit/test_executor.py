@@ -40,6 +40,22 @@ class FakeWeather:
         return table[tool_input]
 
 
+class OfflineEcho:
+    """An offline tool (`blocking = False`): the registry runs it inline."""
+
+    name = "echo"
+    description = "Repeats its input."
+    input_hint = "anything"
+    blocking = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def run(self, tool_input: str, *, context: ToolContext) -> str:
+        self.calls.append(tool_input)
+        return f"echo: {tool_input}"
+
+
 class FakeTime:
     name = "getTime"
     description = "Current time in a city."
@@ -244,7 +260,8 @@ class CrashingStore(MemoryStore):
         return result[0]
 
 
-# Writes of the script: [THINK,ACT] [OBSERVE] [THINK,ACT] [OBSERVE] [THINK,FINAL]+COMPLETED
+# Writes of the script (getWeather blocks, so ACT and OBSERVE are separate writes):
+# [THINK,ACT] [OBSERVE] [THINK,ACT] [OBSERVE] [THINK,FINAL]+COMPLETED
 @pytest.mark.parametrize("crash_at", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("after_commit", [False, True], ids=["before-commit", "after-commit"])
 def test_resume_after_a_crash_at_every_point(tools: ToolRegistry, weather: FakeWeather,
@@ -272,6 +289,75 @@ def test_resume_after_a_crash_at_every_point(tools: ToolRegistry, weather: FakeW
     if crash_at in (2, 4) and not after_commit:
         expected_calls.insert(crash_at // 2, expected_calls[crash_at // 2 - 1])
     assert weather.calls == expected_calls
+
+
+ECHO_SCRIPT = [
+    "THOUGHT: first\nACTION: echo\nINPUT: one",
+    "THOUGHT: second\nACTION: echo\nINPUT: two",
+    "THOUGHT: done\nFINAL_ANSWER: one two",
+]
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[list[str]] = []
+
+    def append_steps(self, agent_id, attempt, steps, *, step_count):  # type: ignore[no-untyped-def]
+        self.writes.append([s.type.value for s in steps])
+        super().append_steps(agent_id, attempt, steps, step_count=step_count)
+
+
+def test_an_inline_tools_iteration_is_one_write(settings: Settings) -> None:
+    echo = OfflineEcho()
+    store, events = CountingStore(), MemoryEventBus()
+    with ToolRegistry([echo, FakeWeather()], settings=settings) as registry:
+        script = [ECHO_SCRIPT[0], WEATHER_SCRIPT[0], "THOUGHT: t\nACTION: nope\nINPUT: x",
+                  ECHO_SCRIPT[-1]]
+        done = make_executor(store, ScriptedChatModel(by_turn(script)), registry,
+                             events=events).run(start(store))
+    assert done is not None and done.status is AgentStatus.COMPLETED and done.step_count == 4
+    assert store.writes == [
+        ["THINK", "ACT", "OBSERVE"],  # echo: inline
+        ["THINK", "ACT"], ["OBSERVE"],  # getWeather: blocking, so ACT is persisted first
+        ["THINK", "ACT", "OBSERVE"],  # an unknown tool: nothing runs
+    ]
+    steps = store.steps_after(done.id)
+    assert [s.seq for s in steps] == list(range(1, 12))
+    assert steps[2].content == "echo: one" and steps[2].tool == "echo"
+    assert [m.data["seq"] for m in events.messages if m.kind == "step"] == list(range(1, 12))
+
+
+# Writes of the script: [THINK,ACT,OBSERVE] [THINK,ACT,OBSERVE] [THINK,FINAL]+COMPLETED
+@pytest.mark.parametrize("crash_at", [1, 2, 3])
+@pytest.mark.parametrize("after_commit", [False, True], ids=["before-commit", "after-commit"])
+def test_resume_after_a_crash_with_inline_tools(settings: Settings, crash_at: int,
+                                                after_commit: bool) -> None:
+    echo = OfflineEcho()
+    store = CrashingStore(crash_at, after_commit=after_commit)
+    agent = start(store)
+    with ToolRegistry([echo], settings=settings) as registry:
+        with pytest.raises(Crash):
+            make_executor(store, ScriptedChatModel(by_turn(ECHO_SCRIPT)), registry).run(agent)
+        current = store.get(agent.id)
+        assert current is not None
+        if current.status is AgentStatus.RUNNING:
+            store.crash_at = 0
+            resumed = store.add(replace(current, attempt=2))
+            assert make_executor(store, ScriptedChatModel(by_turn(ECHO_SCRIPT)), registry).run(resumed)
+    final = store.get(agent.id)
+    assert final is not None and final.status is AgentStatus.COMPLETED
+    steps = store.steps_after(agent.id)
+    assert [s.seq for s in steps] == list(range(1, 9))
+    assert kinds(steps) == [(0, "THINK"), (0, "ACT"), (0, "OBSERVE"),
+                            (1, "THINK"), (1, "ACT"), (1, "OBSERVE"), (2, "THINK"), (2, "FINAL")]
+    assert [s.content for s in steps if s.type is StepType.OBSERVE] == ["echo: one", "echo: two"]
+    # Nothing of an iteration is persisted before its tool ran, so only an iteration
+    # lost with its write is planned and run again.
+    expected_calls = ["one", "two"]
+    if crash_at in (1, 2) and not after_commit:
+        expected_calls.insert(crash_at, expected_calls[crash_at - 1])
+    assert echo.calls == expected_calls
 
 
 def test_executor_loads_neither_flask_nor_celery() -> None:
