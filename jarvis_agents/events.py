@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redis.exceptions import RedisError
+
+from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.lifecycle import Agent, Step, isoformat
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,18 @@ def status_event(agent: Agent) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class QueuePush:
+    """A task message ready for a queue that is a Redis list: LPUSH `payload` onto `key`.
+
+    A dispatcher builds it (see `workers.celery_app.CeleryDispatcher.queue_push`) so
+    that the enqueue can ride in the same round trip as a status publish.
+    """
+
+    key: str
+    payload: str
+
+
+@dataclass(frozen=True)
 class Message:
     """One message as a subscriber sees it: `kind` is "step", "status" or "cancel"."""
 
@@ -59,7 +74,8 @@ class Message:
 
 class EventBus(Protocol):
     def publish_steps(self, agent: Agent, steps: Sequence[Step]) -> None: ...
-    def publish_status(self, agent: Agent) -> None: ...
+    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
+        """Publish a status change; with `push`, also queue that message (see RedisEventBus)."""
     def publish_cancel(self, agent_id: uuid.UUID) -> None: ...
 
 
@@ -76,12 +92,27 @@ class RedisEventBus:
             pipe.publish(channel, _encode("step", step_event(agent.id, step)))
         self._send(pipe, agent.id)
 
-    def publish_status(self, agent: Agent) -> None:
+    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
+        """Publish a status change; with `push`, LPUSH it too, in the same round trip.
+
+        The Redis of this bus must be the broker's (one REDIS_URL for both). A publish
+        is best effort, a push is not: if the pipeline carrying a push fails, this
+        raises DependencyUnavailable. The client retries transient connection errors
+        first (redis-py's Retry, see `components.redis_client`); a retry may push the
+        message twice, which the claim's compare-and-set makes harmless.
+        """
         payload = _encode("status", status_event(agent))
         pipe = self.redis.pipeline(transaction=False)
         pipe.publish(AGENT_CHANNEL.format(agent.id), payload)
         pipe.publish(USER_CHANNEL.format(agent.user_id), payload)
-        self._send(pipe, agent.id)
+        if push is None:
+            self._send(pipe, agent.id)
+            return
+        pipe.lpush(push.key, push.payload)
+        try:
+            pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         """Tell every worker to stop this agent now (they also see the Celery revoke)."""
@@ -101,6 +132,7 @@ class MemoryEventBus:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self.pushes: list[QueuePush] = []  # what would have been queued, in order
         self._lock = threading.Lock()
         self._queues: list[queue.Queue[Message]] = []
 
@@ -120,9 +152,12 @@ class MemoryEventBus:
         for step in steps:
             self._put(Message(AGENT_CHANNEL.format(agent.id), "step", step_event(agent.id, step)))
 
-    def publish_status(self, agent: Agent) -> None:
+    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
         self._put(Message(AGENT_CHANNEL.format(agent.id), "status", status_event(agent)))
         self._put(Message(USER_CHANNEL.format(agent.user_id), "status", status_event(agent)))
+        if push is not None:
+            with self._lock:
+                self.pushes.append(push)
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         self._put(Message(CONTROL_CHANNEL, "cancel", {"agent_id": str(agent_id)}))

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
-from jarvis_agents.events import EventBus
+from jarvis_agents.events import EventBus, QueuePush
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 from jarvis_agents.store.repository import Repository
 
@@ -29,6 +29,10 @@ class Dispatcher(Protocol):
 
     def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
         """Queue a run of the agent; raises DependencyUnavailable if the broker is down."""
+
+    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
+        """The message `enqueue` would send, ready to LPUSH onto the broker's Redis (the
+        event bus's: one REDIS_URL); None when the queue is not such a list."""
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         """Tell workers to drop or stop these tasks (best effort)."""
@@ -103,16 +107,28 @@ class AgentService:
             agent, max_active=self.settings.max_active_per_user
         )
         if created:
-            self.events.publish_status(agent)
-            # Enqueue only after the row is committed, so a fast worker always finds it.
-            # If the broker is down the agent stays PENDING with no task id, and a
-            # worker's sweeper enqueues it once the broker is back: nothing is lost.
-            try:
-                self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id))
-            except DependencyUnavailable as exc:
-                log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
-                self.repository.forget_task(agent.id)
+            self._announce_and_enqueue(agent)
         return agent, created
+
+    def _announce_and_enqueue(self, agent: Agent) -> None:
+        """Publish PENDING and queue the agent, in one Redis round trip when possible.
+
+        Only after the row is committed, so a fast worker always finds it; PENDING is
+        published before the task is queued, so no RUNNING can overtake it. If the
+        broker is down the agent stays PENDING with no task id, and a worker's
+        sweeper enqueues it once the broker is back: nothing is lost.
+        """
+        task_id = agent.task_id or str(agent.id)
+        try:
+            push = self.dispatcher.queue_push(agent.id, task_id=task_id)
+            if push is not None:
+                self.events.publish_status(agent, push=push)
+            else:
+                self.events.publish_status(agent)
+                self.dispatcher.enqueue(agent.id, task_id=task_id)
+        except DependencyUnavailable as exc:
+            log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
+            self.repository.forget_task(agent.id)
 
     def get(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
         agent = self.repository.get(agent_id, user_id=user_id)

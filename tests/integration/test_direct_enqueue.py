@@ -1,0 +1,172 @@
+"""The hand-built task message (`CeleryDispatcher.queue_push`) against the real thing:
+kombu's own envelope from send_task, a real Celery worker that runs it and acknowledges
+it late, and kombu's restore of an unacknowledged message after a worker dies.
+
+The envelope is kombu's Redis transport format, stable for years but not a public API:
+if a Celery or kombu upgrade changes it, these tests say so.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis as redis_lib
+
+from jarvis_agents.config import Settings
+from jarvis_agents.events import RedisEventBus
+from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.service import AgentService, CreateRequest
+from jarvis_agents.store import open_repository
+from tests.support.api_server import CALC_SCRIPT
+from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
+
+pytestmark = pytest.mark.integration
+
+UNACKED = "unacked"  # kombu's Redis transport: delivery tag → [message, exchange, routing key]
+
+
+def flatten(message: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in message.items():
+        if isinstance(value, dict) and value:
+            found.update(flatten(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
+
+
+def test_the_hand_built_message_has_kombus_envelope(redis_url: str, tmp_path: Any) -> None:
+    settings = Settings.from_env({"REDIS_URL": redis_url, "JARVIS_DATA_DIR": str(tmp_path)})
+    app = create_celery(settings)
+    client = redis_lib.Redis.from_url(redis_url)
+    try:
+        dispatcher = CeleryDispatcher(app)
+        agent_id = uuid.uuid4()
+        dispatcher.enqueue(agent_id, task_id=str(agent_id))  # send_task, through kombu
+        (raw,) = client.lrange(QUEUE, 0, -1)
+        theirs = flatten(json.loads(raw))
+        push = dispatcher.queue_push(agent_id, task_id=str(agent_id))
+        assert push is not None and push.key == QUEUE
+        ours = flatten(json.loads(push.payload))
+
+        assert ours.keys() == theirs.keys()
+        differ = {key for key in ours if ours[key] != theirs[key]}
+        # A fresh delivery tag per message; send_task names a reply queue and leaves
+        # ignore_result to the task, neither of which matters without a result backend.
+        assert differ <= {"properties.delivery_tag", "properties.reply_to",
+                          "headers.ignore_result"}, {k: (ours[k], theirs[k]) for k in differ}
+        assert base64.b64decode(ours["body"]) == base64.b64decode(theirs["body"])
+    finally:
+        client.close()
+        app.close()
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    service: AgentService
+    repository: Any
+    redis: Any
+    user_id: uuid.UUID
+
+    def wait(self, agent_id: uuid.UUID, done: Any, timeout_s: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            agent = self.repository.get(agent_id)
+            if done(agent):
+                return agent
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture
+def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
+    from jarvis_agents.components import redis_client
+
+    env = {
+        "DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": fake_ollama.url,
+        "JARVIS_MODEL": "test-model",
+        # The sweeper must not be what queues these agents: it re-enqueues through
+        # send_task, which would hide a message the worker could not read.
+        "JARVIS_PENDING_REQUEUE": "600", "JARVIS_HEARTBEAT_STALE": "600",
+    }
+    settings = Settings.from_env(env)
+    fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
+    repository = open_repository(settings)
+    client = redis_client(settings)
+    app = create_celery(settings)
+
+    def no_send_task(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("create must queue with the hand-built message, not send_task")
+
+    app.send_task = no_send_task  # type: ignore[method-assign]
+    service = AgentService(repository=repository, settings=settings,
+                           dispatcher=CeleryDispatcher(app), events=RedisEventBus(client),
+                           tool_names=["calculate"])
+    user, _ = repository.create_user(f"direct-{uuid.uuid4().hex[:6]}")
+    yield Stack(env, service, repository, client, user.id)
+    client.close()
+    app.close()
+    repository.engine.dispose()
+
+
+def test_a_real_worker_runs_the_hand_built_message_and_acks_it_late(
+    stack: Stack, start_worker: Any, fake_ollama: Any
+) -> None:
+    fake_ollama.latency_s = 0.5
+    start_worker(stack.env)
+    agent, created = stack.service.create(stack.user_id, CreateRequest(goal="What is 1234 * 902?"))
+    assert created and agent.task_id == str(agent.id)
+
+    stack.wait(agent.id, lambda a: a.status is AgentStatus.RUNNING, 20, "RUNNING")
+    # acks_late: while it runs, the message waits in kombu's unacked hash under its own
+    # delivery tag, with the exchange and routing key a restore would put it back by.
+    entries = stack.redis.hgetall(UNACKED)
+    assert len(entries) == 1, entries
+    (raw,) = entries.values()
+    message, exchange, routing_key = json.loads(raw)
+    assert (exchange, routing_key) == ("", QUEUE)
+    assert message["headers"]["id"] == str(agent.id)
+
+    done = stack.wait(agent.id, lambda a: a.is_terminal, 30, "the agent to end")
+    assert done.status is AgentStatus.COMPLETED, done.error
+    assert done.final_answer == "1113068"
+    assert done.attempt == 1  # one delivery, no re-enqueue
+    deadline = time.monotonic() + 5
+    while stack.redis.hlen(UNACKED) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stack.redis.hlen(UNACKED) == 0  # acknowledged when it ended
+    assert stack.redis.llen(QUEUE) == 0
+
+
+def test_kombu_restores_the_message_of_a_dead_worker(
+    stack: Stack, start_worker: Any, fake_ollama: Any, redis_url: str
+) -> None:
+    from kombu import Connection
+
+    fake_ollama.latency_s = 30.0  # it stays RUNNING until the worker is killed
+    worker = start_worker(stack.env)
+    agent, _ = stack.service.create(stack.user_id, CreateRequest(goal="What is 1234 * 902?"))
+    stack.wait(agent.id, lambda a: a.status is AgentStatus.RUNNING, 20, "RUNNING")
+    worker.signal(signal.SIGKILL)
+    worker.proc.wait(10)
+    assert stack.redis.llen(QUEUE) == 0 and stack.redis.hlen(UNACKED) == 1
+
+    # What a worker does once the visibility timeout has passed (here: at once).
+    with Connection(redis_url, transport_options={"visibility_timeout": 0}) as conn:
+        conn.default_channel.qos.restore_visible(num=10)
+
+    assert stack.redis.hlen(UNACKED) == 0
+    (raw,) = stack.redis.lrange(QUEUE, 0, -1)
+    restored = json.loads(raw)
+    assert restored["headers"]["id"] == str(agent.id)
+    body = json.loads(base64.b64decode(restored["body"]))
+    assert body[0] == [str(agent.id)]
