@@ -5,6 +5,11 @@ the client's position, then relays live messages, skipping any seq it already se
 A seq that jumps ahead, a hub reconnect, or a terminal status makes it read the
 database for what it has not sent: a lost publish never loses a step. After the
 last step come `cancelled` (if it was) and `done`, and the stream closes.
+
+While live messages flow, a stream reads the database only for those reasons. A
+terminal status whose publish was lost is found by the hub's status check — one
+query per process every `recheck_s` for all the watched agents, not one per
+stream. While the hub has no Redis connection, each stream polls the record.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from api import params
 from api.agents import agent_location, is_terminal_status
 from api.auth import current_user
 from api.context import ApiContext, ctx
-from api.hub import CLOSED, RESYNC, Subscription
+from api.hub import CLOSED, RESYNC, Subscription, ended_agents
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, step_event
 from jarvis_agents.lifecycle import AgentStatus, Step
@@ -36,6 +41,7 @@ bp = Blueprint("streaming", __name__, url_prefix="/api/v1")
 KEEPALIVE = ": keepalive\n\n"
 STATUS_FIELDS = ("agent_id", "status", "stop_reason", "step_count", "updated_at")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+POLL_S = 1.0  # how often a stream reads the record while the hub has no Redis
 
 
 def sse(event: str, data: dict[str, Any], *, event_id: int | None = None) -> str:
@@ -153,6 +159,10 @@ class AgentStream:
         self.finished = False
         # Subscribe before reading anything, so nothing published from now on is missed;
         # then the first read of the record (a 404 for someone else's agent).
+        engine = context.repository.engine
+        context.hub.check_ended(
+            lambda agent_ids: ended_agents(engine, agent_ids), every_s=context.timing.recheck_s
+        )
         self.subscription = context.hub.subscribe(AGENT_CHANNEL.format(agent_id))
         try:
             self.agent = context.service.get(user_id, agent_id)
@@ -189,8 +199,8 @@ class AgentStream:
         if self.agent.is_terminal:
             yield from self._finish()
             return
-        last_write = next_check = time.monotonic()
-        next_check += timing.recheck_s
+        last_write = time.monotonic()
+        next_poll = last_write + POLL_S
         while True:
             item = self.subscription.get(timing.tick_s)
             now = time.monotonic()
@@ -205,12 +215,12 @@ class AgentStream:
                     chunk = self._relay(item.data)
                 elif is_terminal_status(item):
                     terminal = True
-            elif item is RESYNC or now >= next_check:
-                # Live messages flowing: a lost step shows up as a gap in seq, so only a
-                # lost terminal status needs looking for. Otherwise read everything.
-                connected = self.context.hub.connected
-                chunk, terminal = self._catch_up(steps=item is RESYNC or not connected)
-                next_check = now + (timing.recheck_s if connected else 1.0)
+            elif item is RESYNC or (now >= next_poll and not self.context.hub.connected):
+                # Messages were missed, or none can arrive: the record has everything.
+                # (While they flow, a lost step shows up as a gap in seq, and the hub's
+                # status check stands in for a lost terminal status.)
+                chunk, terminal = self._catch_up()
+                next_poll = now + POLL_S
             if terminal:
                 yield from chunk
                 yield from self._finish()
@@ -235,13 +245,12 @@ class AgentStream:
         self.last_seq = seq
         return [sse(str(data.get("type", "")).lower(), data, event_id=seq)]
 
-    def _catch_up(self, *, steps: bool) -> tuple[list[str], bool]:
-        """Whether the agent has ended and, with `steps`, the steps not sent yet."""
+    def _catch_up(self) -> tuple[list[str], bool]:
+        """The steps not sent yet, and whether the agent has ended."""
         agent = self._read(lambda: self.context.repository.get(self.agent_id))
         if agent is not None and agent.is_terminal:
             return [], True  # _finish() reads the steps
-        unsent = self._read(self._steps_after) if steps else None
-        return list(self._steps(unsent or [])), False
+        return list(self._steps(self._read(self._steps_after) or [])), False
 
     def _finish(self) -> Iterator[str]:
         # Re-read after the terminal status: a step's publish may have been lost.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -192,3 +193,76 @@ def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_ap
             assert events[-1].data["status"] == "COMPLETED"
     finally:
         repository.engine.dispose()
+
+
+def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
+    pg_url, redis_url
+):
+    """In process, so the API's statements can be counted: N open streams cost one status
+    query per `recheck_s`, not N, and a terminal status that was written to the record
+    but never published still ends each of them with `done` within about `recheck_s`."""
+    from sqlalchemy import event
+
+    from api import create_app
+    from api.context import StreamTiming
+    from tests.support.api_server import parse_events
+
+    recheck_s, quiet_s, n_streams = 0.5, 2.0, 12
+    settings = Settings.from_env(
+        {"DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": "http://127.0.0.1:9"}
+    )
+    app = create_app(settings, timing=StreamTiming(recheck_s=recheck_s, tick_s=0.05))
+    context = app.extensions["jarvis"]
+    statements: list[str] = []
+    event.listen(context.repository.engine, "before_cursor_execute",
+                 lambda conn, cursor, sql, *rest: statements.append(sql))
+    try:
+        _, api_key = context.repository.create_user(f"watcher-{uuid.uuid4()}")
+        headers = {"Authorization": f"Bearer {api_key}"}
+        client = app.test_client()
+        ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)
+               .get_json()["id"] for i in range(3)]
+        watched = [ids[i % len(ids)] for i in range(n_streams)]
+
+        received: dict[int, list] = {}
+        opened = threading.Barrier(n_streams + 1, timeout=10)
+
+        def watch(i: int) -> None:
+            response = app.test_client().get(
+                f"/api/v1/agents/{watched[i]}/events", headers=headers, buffered=False
+            )
+            try:
+                opened.wait()
+                lines = (line for chunk in response.response
+                         for line in chunk.decode().split("\n"))
+                received[i] = list(parse_events(lines))
+            finally:
+                response.close()
+
+        threads = [threading.Thread(target=watch, args=(i,)) for i in range(n_streams)]
+        for thread in threads:
+            thread.start()
+        opened.wait()
+
+        time.sleep(recheck_s)  # past the streams' first reads of the record
+        statements.clear()
+        time.sleep(quiet_s)
+        agent_reads = [sql for sql in statements if "FROM agents" in sql]
+        assert 2 <= len(agent_reads) <= quiet_s / recheck_s + 1, agent_reads
+
+        ended = time.monotonic()
+        for agent_id in ids:
+            assert context.repository.transition(
+                uuid.UUID(agent_id), AgentStatus.PENDING, AgentStatus.CANCELLED,
+                stop_reason=StopReason.CANCELLED,
+            )
+        for thread in threads:
+            thread.join(timeout=recheck_s + 5)
+        assert time.monotonic() - ended < recheck_s + 1.5
+        assert sorted(received) == list(range(n_streams))
+        for i, events in received.items():
+            assert [e.event for e in events] == ["cancelled", "done"]
+            assert events[-1].data == {"agent_id": watched[i], "status": "CANCELLED",
+                                       "stop_reason": "cancelled"}
+    finally:
+        context.close()
