@@ -170,3 +170,30 @@ def test_kombu_restores_the_message_of_a_dead_worker(
     assert restored["headers"]["id"] == str(agent.id)
     body = json.loads(base64.b64decode(restored["body"]))
     assert body[0] == [str(agent.id)]
+
+
+def test_with_redis_down_the_agent_is_kept_for_the_sweeper(pg_url: str, tmp_path: Any) -> None:
+    from jarvis_agents.components import redis_client
+    from tests.conftest import free_port
+
+    settings = Settings.from_env({"DATABASE_URL": pg_url, "JARVIS_DATA_DIR": str(tmp_path),
+                                  "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    repository = open_repository(settings)
+    client = redis_client(settings)
+    app = create_celery(settings)
+    try:
+        service = AgentService(repository=repository, settings=settings,
+                               dispatcher=CeleryDispatcher(app), events=RedisEventBus(client),
+                               tool_names=["calculate"])
+        user, _ = repository.create_user("no-redis")
+        began = time.monotonic()
+        agent, created = service.create(user.id, CreateRequest(goal="What is 2 + 2?"))
+        assert created and time.monotonic() - began < 10
+        stored = repository.get(agent.id)
+        assert stored is not None and stored.status is AgentStatus.PENDING
+        assert stored.task_id is None  # what the sweeper looks for (unqueued_pending)
+        assert [a.id for a in repository.unqueued_pending()] == [agent.id]
+    finally:
+        client.close()
+        app.close()
+        repository.engine.dispose()
