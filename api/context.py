@@ -24,7 +24,7 @@ class StreamTiming:
     # POST /stream must notice a closed socket within seconds; where the socket cannot
     # be watched, a write is the only way to find out.
     probe_s: float = 1.0
-    recheck_s: float = 5.0  # re-read the agent in case a terminal publish was lost
+    recheck_s: float = 5.0  # the hub re-reads watched agents in case a terminal publish was lost
     tick_s: float = 0.5
 
 
