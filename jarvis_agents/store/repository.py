@@ -5,6 +5,9 @@ whose row count says whether it won. Every step write first takes the agent's ro
 with `UPDATE agents … WHERE status = 'RUNNING' AND attempt = :attempt` in the same
 transaction: the row lock orders it against a concurrent cancellation, so once a
 cancellation has committed, no later step of the agent can be written.
+
+On PostgreSQL a statement that stands alone runs in autocommit, and the statements
+run on every step or request are prebuilt SQL on a psycopg2 cursor: see postgres.py.
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ import hashlib
 import json
 import secrets
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Engine, Executable, and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -36,6 +39,7 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.store.models import AgentRow, StepRow, UserRow
+from jarvis_agents.store.postgres import PostgresStatements
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
@@ -60,6 +64,10 @@ class Repository:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._pg = PostgresStatements(engine) if engine.dialect.name == "postgresql" else None
+        # For writes that stand alone: autocommit on PostgreSQL, a transaction around
+        # them on SQLite. Reads go through _read.
+        self._one_statement = self._pg.connection if self._pg is not None else engine.begin
 
     # --- users ---------------------------------------------------------------------
 
@@ -68,7 +76,7 @@ class Repository:
         api_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
         user = User(id=uuid.uuid4(), name=name, created_at=utcnow())
         try:
-            with self.engine.begin() as conn:
+            with self._one_statement() as conn:
                 conn.execute(
                     insert(users).values(
                         id=user.id, name=name, api_key_hash=hash_api_key(api_key),
@@ -80,20 +88,14 @@ class Repository:
         return user, api_key
 
     def user_by_api_key(self, api_key: str) -> User | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(users.c.id, users.c.name, users.c.created_at).where(
-                    users.c.api_key_hash == hash_api_key(api_key)
-                )
-            ).first()
-        return User(row.id, row.name, _aware(row.created_at)) if row else None
+        return self._user(users.c.api_key_hash == hash_api_key(api_key))
 
     def user_by_name(self, name: str) -> User | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(users.c.id, users.c.name, users.c.created_at).where(users.c.name == name)
-            ).first()
-        return User(row.id, row.name, _aware(row.created_at)) if row else None
+        return self._user(users.c.name == name)
+
+    def _user(self, condition: ColumnElement[bool]) -> User | None:
+        rows = self._read(select(users.c.id, users.c.name, users.c.created_at).where(condition))
+        return User(rows[0]["id"], rows[0]["name"], _aware(rows[0]["created_at"])) if rows else None
 
     # --- agents --------------------------------------------------------------------
 
@@ -104,66 +106,82 @@ class Repository:
         (created=False) when the request hash matches, or raises Conflict. Raises
         RateLimited when the user already has `max_active` agents PENDING or RUNNING.
         """
+        earlier: Mapping[str, Any] | None
+        active: int | None
         try:
-            with self.engine.begin() as conn:
-                earlier = self._by_idempotency_key(conn, agent)
-                if earlier is not None:
-                    return earlier, False
-                if max_active is not None:
-                    # Lock the user row so concurrent creates count one after another.
-                    conn.execute(
-                        select(users.c.id).where(users.c.id == agent.user_id).with_for_update()
-                    )
-                    # Count at most `max_active` rows: the answer is only "under the
-                    # limit or not", and a user with a big backlog must not slow creates.
-                    active_rows = (
-                        select(agents.c.id).where(
-                            agents.c.user_id == agent.user_id,
-                            agents.c.status.in_([s.value for s in ACTIVE]),
-                        ).limit(max_active).subquery()
-                    )
-                    active = conn.execute(
-                        select(func.count()).select_from(active_rows)
-                    ).scalar_one()
-                    if active >= max_active:
-                        raise RateLimited(
-                            f"you already have {active} agents pending or running "
-                            f"(the limit is {max_active}); wait for some to finish"
-                        )
-                conn.execute(insert(agents).values(**_agent_values(agent)))
+            if self._pg is not None:
+                earlier, active = self._pg.create_agent(
+                    _agent_values(agent), max_active=max_active
+                )
+            else:
+                earlier, active = self._create_agent(agent, max_active=max_active)
         except IntegrityError:
             # Lost a race on the same idempotency key: the winner's agent is the answer.
-            with self.engine.connect() as conn:
-                earlier = self._by_idempotency_key(conn, agent)
+            with self._one_statement() as conn:
+                earlier, active = self._by_idempotency_key(conn, agent), None
             if earlier is None:
                 raise
-            return earlier, False
+        if earlier is not None:
+            if earlier["request_hash"] != agent.request_hash:
+                raise Conflict(
+                    "this Idempotency-Key was already used with a different request body",
+                    code="idempotency_key_reused",
+                )
+            return _agent(earlier), False
+        if max_active is not None and active is not None and active >= max_active:
+            raise RateLimited(
+                f"you already have {active} agents pending or running "
+                f"(the limit is {max_active}); wait for some to finish"
+            )
         return agent, True
 
-    def _by_idempotency_key(self, conn: Connection, agent: Agent) -> Agent | None:
+    def _create_agent(
+        self, agent: Agent, *, max_active: int | None
+    ) -> tuple[RowMapping | None, int | None]:
+        """The portable create_agent: (the earlier agent's row, the active count)."""
+        with self.engine.begin() as conn:
+            earlier = self._by_idempotency_key(conn, agent)
+            if earlier is not None:
+                return earlier, None
+            active = None
+            if max_active is not None:
+                # Lock the user row so concurrent creates count one after another.
+                conn.execute(
+                    select(users.c.id).where(users.c.id == agent.user_id).with_for_update()
+                )
+                # Count at most `max_active` rows: the answer is only "under the
+                # limit or not", and a user with a big backlog must not slow creates.
+                active_rows = (
+                    select(agents.c.id).where(
+                        agents.c.user_id == agent.user_id,
+                        agents.c.status.in_([s.value for s in ACTIVE]),
+                    ).limit(max_active).subquery()
+                )
+                active = conn.execute(select(func.count()).select_from(active_rows)).scalar_one()
+                if active >= max_active:
+                    return None, active
+            conn.execute(insert(agents).values(**_agent_values(agent)))
+        return None, active
+
+    def _by_idempotency_key(self, conn: Connection, agent: Agent) -> RowMapping | None:
         if agent.idempotency_key is None:
             return None
-        row = conn.execute(
+        return conn.execute(
             select(agents).where(
                 agents.c.user_id == agent.user_id,
                 agents.c.idempotency_key == agent.idempotency_key,
             )
         ).mappings().first()
-        if row is None:
-            return None
-        if row["request_hash"] != agent.request_hash:
-            raise Conflict(
-                "this Idempotency-Key was already used with a different request body",
-                code="idempotency_key_reused",
-            )
-        return _agent(row)
 
     def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None:
-        query = select(agents).where(agents.c.id == agent_id)
-        if user_id is not None:
-            query = query.where(agents.c.user_id == user_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
+        if self._pg is not None:
+            row = self._pg.agent(agent_id, user_id=user_id)
+        else:
+            query = select(agents).where(agents.c.id == agent_id)
+            if user_id is not None:
+                query = query.where(agents.c.user_id == user_id)
+            rows = self._read(query)
+            row = rows[0] if rows else None
         return _agent(row) if row else None
 
     def list_agents(
@@ -187,8 +205,7 @@ class Repository:
                 )
             )
         query = query.order_by(agents.c.created_at.desc(), agents.c.id.desc()).limit(limit + 1)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+        rows = self._read(query)
         page = [_agent(row) for row in rows[:limit]]
         more = len(rows) > limit
         return page, (encode_cursor(page[-1]) if more and page else None)
@@ -217,11 +234,14 @@ class Repository:
             values.setdefault("completed_at", now)
         if isinstance(values.get("stop_reason"), StopReason):
             values["stop_reason"] = values["stop_reason"].value
+        if steps and self._pg is not None:
+            return self._pg.transition(agent_id, expected, values, attempt=attempt, steps=steps)
         condition = [agents.c.id == agent_id, agents.c.status == expected.value]
         if attempt is not None:
             condition.append(agents.c.attempt == attempt)
-        with self.engine.begin() as conn:
-            won = conn.execute(update(agents).where(*condition).values(**values)).rowcount == 1
+        statement = update(agents).where(*condition).values(**values)
+        with (self.engine.begin() if steps else self._one_statement()) as conn:
+            won = conn.execute(statement).rowcount == 1
             if won and steps:
                 conn.execute(insert(steps_table), _step_values(agent_id, attempt or 0, steps))
         return won
@@ -229,8 +249,8 @@ class Repository:
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
         """PENDING → RUNNING under a new attempt; None when someone else got there first."""
         now = utcnow()
-        with self.engine.begin() as conn:
-            won = conn.execute(
+        with self._one_statement() as conn:
+            row = conn.execute(
                 update(agents)
                 .where(agents.c.id == agent_id, agents.c.status == AgentStatus.PENDING.value)
                 .values(
@@ -238,9 +258,9 @@ class Repository:
                     started_at=func.coalesce(agents.c.started_at, now), heartbeat_at=now,
                     updated_at=now, task_id=task_id,
                 )
-            ).rowcount == 1
-            row = conn.execute(select(agents).where(agents.c.id == agent_id)).mappings().first()
-        return _agent(row) if won and row else None
+                .returning(*agents.c)
+            ).mappings().first()
+        return _agent(row) if row else None
 
     def take_over(
         self, agent_id: uuid.UUID, *, attempt: int, stale_before: datetime,
@@ -248,8 +268,8 @@ class Repository:
     ) -> Agent | None:
         """Supersede a RUNNING attempt whose heartbeat stopped; None if it is alive or gone."""
         now = utcnow()
-        with self.engine.begin() as conn:
-            won = conn.execute(
+        with self._one_statement() as conn:
+            row = conn.execute(
                 update(agents)
                 .where(
                     agents.c.id == agent_id,
@@ -258,9 +278,9 @@ class Repository:
                     or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
                 )
                 .values(attempt=attempt + 1, heartbeat_at=now, updated_at=now, task_id=task_id)
-            ).rowcount == 1
-            row = conn.execute(select(agents).where(agents.c.id == agent_id)).mappings().first()
-        return _agent(row) if won and row else None
+                .returning(*agents.c)
+            ).mappings().first()
+        return _agent(row) if row else None
 
     def append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
@@ -270,6 +290,16 @@ class Repository:
         The guarding UPDATE is what refuses the write: it matches no row unless the
         agent is RUNNING under this attempt, and it holds the row lock until commit.
         """
+        if self._pg is not None:
+            owned = self._pg.append_steps(agent_id, attempt, steps, step_count=step_count)
+        else:
+            owned = self._append_steps(agent_id, attempt, steps, step_count=step_count)
+        if not owned:
+            raise StaleAttempt(f"agent {agent_id} is no longer RUNNING under attempt {attempt}")
+
+    def _append_steps(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
+    ) -> bool:
         now = utcnow()
         with self.engine.begin() as conn:
             owned = conn.execute(
@@ -281,13 +311,13 @@ class Repository:
                 )
                 .values(step_count=step_count, heartbeat_at=now, updated_at=now)
             ).rowcount == 1
-            if not owned:
-                raise StaleAttempt(f"agent {agent_id} is no longer RUNNING under attempt {attempt}")
-            conn.execute(insert(steps_table), _step_values(agent_id, attempt, steps))
+            if owned:
+                conn.execute(insert(steps_table), _step_values(agent_id, attempt, steps))
+        return owned
 
     def forget_task(self, agent_id: uuid.UUID) -> None:
         """Mark a PENDING agent as not on the queue, for the sweeper to enqueue later."""
-        with self.engine.begin() as conn:
+        with self._one_statement() as conn:
             conn.execute(
                 update(agents)
                 .where(agents.c.id == agent_id, agents.c.status == AgentStatus.PENDING.value)
@@ -295,30 +325,27 @@ class Repository:
             )
 
     def unqueued_pending(self, *, limit: int = 100) -> list[Agent]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(agents)
-                .where(agents.c.status == AgentStatus.PENDING.value, agents.c.task_id.is_(None))
-                .order_by(agents.c.created_at)
-                .limit(limit)
-            ).mappings().all()
+        rows = self._read(
+            select(agents)
+            .where(agents.c.status == AgentStatus.PENDING.value, agents.c.task_id.is_(None))
+            .order_by(agents.c.created_at)
+            .limit(limit)
+        )
         return [_agent(row) for row in rows]
 
     def stale_pending(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
         """PENDING agents untouched since `stale_before`: their message may be lost."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(agents)
-                .where(agents.c.status == AgentStatus.PENDING.value,
-                       agents.c.updated_at < stale_before)
-                .order_by(agents.c.updated_at)
-                .limit(limit)
-            ).mappings().all()
+        rows = self._read(
+            select(agents)
+            .where(agents.c.status == AgentStatus.PENDING.value, agents.c.updated_at < stale_before)
+            .order_by(agents.c.updated_at)
+            .limit(limit)
+        )
         return [_agent(row) for row in rows]
 
     def touch_pending(self, agent: Agent) -> bool:
         """Claim the right to re-enqueue a PENDING agent once (CAS on updated_at)."""
-        with self.engine.begin() as conn:
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
                 .where(agents.c.id == agent.id, agents.c.status == AgentStatus.PENDING.value,
@@ -327,7 +354,7 @@ class Repository:
             ).rowcount == 1
 
     def mark_enqueued(self, agent_id: uuid.UUID, task_id: str) -> bool:
-        with self.engine.begin() as conn:
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
                 .where(
@@ -339,12 +366,11 @@ class Repository:
             ).rowcount == 1
 
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(steps_table)
-                .where(steps_table.c.agent_id == agent_id, steps_table.c.seq > seq)
-                .order_by(steps_table.c.seq)
-            ).mappings().all()
+        rows = self._read(
+            select(steps_table)
+            .where(steps_table.c.agent_id == agent_id, steps_table.c.seq > seq)
+            .order_by(steps_table.c.seq)
+        )
         return [_step(row) for row in rows]
 
     def heartbeat(self, owned: Iterable[tuple[uuid.UUID, int]]) -> int:
@@ -352,7 +378,9 @@ class Repository:
         pairs = list(owned)
         if not pairs:
             return 0
-        with self.engine.begin() as conn:
+        if self._pg is not None:
+            return self._pg.heartbeat(pairs)
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
                 .where(
@@ -364,7 +392,7 @@ class Repository:
 
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
         """Give up a RUNNING agent this attempt owns: the next sweep resumes it elsewhere."""
-        with self.engine.begin() as conn:
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
                 .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
@@ -373,40 +401,42 @@ class Repository:
             ).rowcount == 1
 
     def stale_running(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(agents)
-                .where(
-                    agents.c.status == AgentStatus.RUNNING.value,
-                    or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
-                )
-                .order_by(agents.c.heartbeat_at)
-                .limit(limit)
-            ).mappings().all()
+        rows = self._read(
+            select(agents)
+            .where(
+                agents.c.status == AgentStatus.RUNNING.value,
+                or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
+            )
+            .order_by(agents.c.heartbeat_at)
+            .limit(limit)
+        )
         return [_agent(row) for row in rows]
 
     def status_counts(self) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(agents.c.status, func.count()).group_by(agents.c.status)
-            ).all()
-        return {status: count for status, count in rows}
+        rows = self._read(
+            select(agents.c.status, func.count().label("n")).group_by(agents.c.status)
+        )
+        return {row["status"]: row["n"] for row in rows}
 
     def oldest_pending_created_at(self) -> datetime | None:
-        with self.engine.connect() as conn:
-            value = conn.execute(
-                select(func.min(agents.c.created_at)).where(
-                    agents.c.status == AgentStatus.PENDING.value
-                )
-            ).scalar_one()
-        return _aware(value) if value else None
+        (row,) = self._read(
+            select(func.min(agents.c.created_at).label("oldest")).where(
+                agents.c.status == AgentStatus.PENDING.value
+            )
+        )
+        return _aware(row["oldest"]) if row["oldest"] else None
 
     def step_counts(self) -> dict[str, int]:
+        rows = self._read(
+            select(steps_table.c.type, func.count().label("n")).group_by(steps_table.c.type)
+        )
+        return {row["type"]: row["n"] for row in rows}
+
+    def _read(self, statement: Executable) -> Sequence[RowMapping]:
+        if self._pg is not None:
+            return self._pg.read(statement)  # run again if its connection had just died
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(steps_table.c.type, func.count()).group_by(steps_table.c.type)
-            ).all()
-        return {kind: count for kind, count in rows}
+            return conn.execute(statement).mappings().all()
 
 
 # --- mapping -----------------------------------------------------------------------
@@ -435,7 +465,7 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
     }
 
 
-def _agent(row: RowMapping) -> Agent:
+def _agent(row: Mapping[str, Any]) -> Agent:
     return Agent(
         id=row["id"], user_id=row["user_id"], goal=row["goal"],
         model=row["model"], max_steps=row["max_steps"], status=AgentStatus(row["status"]),

@@ -252,3 +252,132 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
         assert stored is not None and stored.status is AgentStatus.CANCELLED
     finally:
         repository.engine.dispose()
+
+
+def test_a_superseded_attempt_cannot_end_the_agent_or_write_its_last_step(
+    repository: Repository,
+) -> None:
+    user, _ = repository.create_user("lee")
+    agent = running(repository, user.id)
+    assert repository.take_over(agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))
+    won = repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=1,
+        steps=[Step(1, 0, StepType.FINAL, "late")], final_answer="late",
+        stop_reason=StopReason.FINAL_ANSWER, step_count=1)
+    assert not won
+    assert repository.steps_after(agent.id) == []
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.status is AgentStatus.RUNNING and stored.attempt == 2
+    # The attempt that owns it now ends it, with its rows written in the same statement.
+    assert repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=2,
+        steps=[Step(1, 0, StepType.ERROR, "the model is unreachable")],
+        error="the model is unreachable", stop_reason=StopReason.MODEL_ERROR, step_count=0)
+    assert [(s.type, s.content) for s in repository.steps_after(agent.id)] == [
+        (StepType.ERROR, "the model is unreachable")]
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.status is AgentStatus.FAILED
+
+
+def test_steps_come_back_as_written(repository: Repository) -> None:
+    user, _ = repository.create_user("mia")
+    agent = running(repository, user.id)
+    written = [
+        Step(1, 0, StepType.THINK, "It's a 'quoted' {thought}, with %s and \\ in it", duration_ms=12),
+        Step(2, 0, StepType.ACT, "1234 * 902", tool="calculate"),
+    ]
+    repository.append_steps(agent.id, 1, written, step_count=1)
+    repository.append_steps(agent.id, 1, [Step(3, 0, StepType.OBSERVE, "1113068",
+                                               tool="calculate", duration_ms=0)], step_count=1)
+    read = repository.steps_after(agent.id)
+    assert [(s.seq, s.step, s.type, s.tool, s.content, s.duration_ms) for s in read] == [
+        (1, 0, StepType.THINK, None, written[0].content, 12),
+        (2, 0, StepType.ACT, "calculate", "1234 * 902", None),
+        (3, 0, StepType.OBSERVE, "calculate", "1113068", 0),
+    ]
+    assert read[0].created_at == written[0].created_at
+    stored = repository.get(agent.id, user_id=user.id)
+    assert stored is not None and stored.step_count == 1 and stored.heartbeat_at is not None
+
+
+def test_concurrent_creates_respect_the_active_limit(pg_url: str) -> None:
+    """16 creates at once for one user with a limit of 5: exactly 5 get through."""
+    repository = Repository(make_engine(pg_url, pool_size=8))
+    user, _ = repository.create_user("crowd")
+    try:
+        def create(barrier: threading.Barrier, limit: int, outcomes: list[str]) -> None:
+            barrier.wait()
+            try:
+                repository.create_agent(new_agent(user.id), max_active=limit)
+                outcomes.append("created")
+            except RateLimited:
+                outcomes.append("refused")
+
+        for round_no in range(5):
+            barrier = threading.Barrier(16)
+            outcomes: list[str] = []
+            threads = [threading.Thread(target=create, args=(barrier, 5 * (round_no + 1), outcomes))
+                       for _ in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert outcomes.count("created") == 5, f"round {round_no}: {outcomes}"
+            pending, _ = repository.list_agents(user.id, status=AgentStatus.PENDING, limit=100)
+            assert len(pending) == 5 * (round_no + 1)
+    finally:
+        repository.engine.dispose()
+
+
+def test_concurrent_creates_with_one_idempotency_key_make_one_agent(pg_url: str) -> None:
+    repository = Repository(make_engine(pg_url, pool_size=8))
+    user, _ = repository.create_user("twins")
+    try:
+        barrier = threading.Barrier(8)
+        results: list[tuple[uuid.UUID, bool]] = []
+
+        def create(limit: int | None) -> None:
+            barrier.wait()
+            agent, created = repository.create_agent(
+                new_agent(user.id, idempotency_key="same", request_hash="h"), max_active=limit)
+            results.append((agent.id, created))
+
+        threads = [threading.Thread(target=create, args=(None if i % 2 else 10,))
+                   for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({agent_id for agent_id, _ in results}) == 1
+        assert sum(created for _, created in results) == 1
+    finally:
+        repository.engine.dispose()
+
+
+def test_a_refused_create_leaves_no_transaction_holding_the_user(pg_url: str) -> None:
+    """After a 429 or a repeat, the next create of that user does not wait for a lock."""
+    repository = Repository(make_engine(pg_url, pool_size=1))
+    other = Repository(make_engine(pg_url, pool_size=1))
+    user, _ = repository.create_user("held")
+    try:
+        first, _ = repository.create_agent(new_agent(user.id, idempotency_key="k",
+                                                     request_hash="h"), max_active=1)
+        with pytest.raises(RateLimited, match="limit is 1"):
+            repository.create_agent(new_agent(user.id), max_active=1)
+        again, created = repository.create_agent(
+            new_agent(user.id, idempotency_key="k", request_hash="h"), max_active=1)
+        assert again.id == first.id and not created
+        with pytest.raises(Conflict):
+            repository.create_agent(new_agent(user.id, idempotency_key="k", request_hash="x"),
+                                    max_active=1)
+        began = time.monotonic()
+        other.create_agent(new_agent(user.id), max_active=2)
+        assert time.monotonic() - began < 2  # the lock timeout is 10 s
+        with repository.engine.connect() as conn:
+            stuck = conn.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND state LIKE 'idle in transaction%'")).scalar_one()
+        assert stuck == 0
+    finally:
+        repository.engine.dispose()
+        other.engine.dispose()

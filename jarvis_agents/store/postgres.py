@@ -1,0 +1,248 @@
+"""The repository's PostgreSQL side: autocommit, and its busiest statements as prebuilt SQL.
+
+A statement that stands alone runs in autocommit: one round trip, with no BEGIN and
+COMMIT (or ROLLBACK after a read) around it. The statements the worker runs on every
+step and the API on every request — read an agent, write steps under their guard,
+heartbeat, create an agent — run as prebuilt SQL on a psycopg2 cursor: SQLAlchemy's
+work per statement (cache lookup, execution context, result processing) costs about
+0.3 ms of CPU on our hardware, the cursor about 0.1 ms. Errors still come out as
+SQLAlchemy's (IntegrityError, OperationalError, …), like everywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, Executable
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import DBAPIError
+
+from jarvis_agents.lifecycle import ACTIVE, AgentStatus, Step, utcnow
+from jarvis_agents.store.models import AgentRow
+
+T = TypeVar("T")
+
+agents = AgentRow.__table__
+AGENT_COLUMNS = tuple(column.name for column in agents.c)
+
+_SELECT_AGENT = f"SELECT {', '.join(AGENT_COLUMNS)} FROM agents WHERE id = %(id)s"
+
+# The guard and the step rows in one statement: the UPDATE takes the agent's row lock
+# (waiting behind a cancel, then re-checking its WHERE) and the INSERT writes only
+# what the UPDATE returned, so a refused write inserts nothing. The rows come as one
+# array per column, so the text is the same for any number of steps.
+_GUARDED_STEPS = """
+WITH owned AS ({guard} RETURNING id),
+written AS (
+    INSERT INTO agent_steps
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
+    SELECT owned.id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
+           s.duration_ms, %(attempt)s
+    FROM owned, unnest(%(seq)s::int[], %(step)s::int[], %(type)s::text[], %(tool)s::text[],
+                       %(content)s::text[], %(created_at)s::timestamptz[],
+                       %(duration_ms)s::int[])
+        AS s(seq, step, type, tool, content, created_at, duration_ms)
+)
+SELECT count(*) FROM owned
+"""
+_APPEND_STEPS = _GUARDED_STEPS.format(guard=(
+    "UPDATE agents SET step_count = %(step_count)s, heartbeat_at = %(now)s, updated_at = %(now)s"
+    " WHERE id = %(id)s AND status = 'RUNNING' AND attempt = %(attempt)s"
+))
+
+_HEARTBEAT = (
+    "UPDATE agents SET heartbeat_at = %(now)s WHERE status = 'RUNNING'"
+    " AND (id, attempt) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]))"
+)
+
+# create_agent in three round trips, each a string psycopg2 sends at once: the user's
+# row lock (with the agent of the same idempotency key, if any), the count, the insert.
+# The count stays a statement of its own so that, started after the lock was granted,
+# it sees every create that committed while this one waited.
+_LOCK_USER = (
+    "BEGIN; SELECT " + ", ".join(f"earlier.{c}" for c in AGENT_COLUMNS) + " FROM users"
+    " LEFT JOIN agents AS earlier ON earlier.user_id = users.id"
+    " AND earlier.idempotency_key = %(idempotency_key)s"
+    " WHERE users.id = %(user_id)s FOR UPDATE OF users"
+)
+_COUNT_ACTIVE = (
+    "SELECT count(*) FROM (SELECT 1 FROM agents WHERE user_id = %(user_id)s AND status IN ("
+    + ", ".join(f"'{status.value}'" for status in sorted(ACTIVE))
+    + ") LIMIT %(max_active)s) AS active"
+)
+_INSERT_AGENT = (
+    f"INSERT INTO agents ({', '.join(AGENT_COLUMNS)})"
+    f" VALUES ({', '.join(f'%({c})s' for c in AGENT_COLUMNS)}); COMMIT"
+)
+
+
+class PostgresStatements:
+    """Autocommit connections and the prebuilt statements, over one psycopg2 engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        if engine.dialect.driver != "psycopg2":
+            raise ValueError(f"PostgreSQL needs the psycopg2 driver, not {engine.dialect.driver}")
+        self.engine = engine
+        self.dialect = engine.dialect
+        self.error = engine.dialect.loaded_dbapi.Error
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A SQLAlchemy connection in autocommit: each statement is one round trip.
+
+        Not `execution_options(isolation_level="AUTOCOMMIT")`: its reset on return
+        makes psycopg2 send `SET default_transaction_isolation` every time.
+        """
+        with self.engine.connect() as conn:
+            dbapi_connection = conn.connection.dbapi_connection
+            dbapi_connection.autocommit = True
+            try:
+                yield conn
+            finally:
+                if not conn.invalidated and not dbapi_connection.closed:
+                    try:
+                        dbapi_connection.autocommit = False
+                    except self.error:  # a statement cut short (a timeout) left it busy
+                        conn.invalidate()
+
+    @contextmanager
+    def cursor(self) -> Iterator[Any]:
+        """A psycopg2 cursor in autocommit on a pooled connection.
+
+        A transaction the caller opened with BEGIN and left open (an exception, an
+        early return) is rolled back here; a connection that broke is not pooled again.
+        """
+        from psycopg2.extensions import TRANSACTION_STATUS_IDLE
+
+        pooled = self.engine.raw_connection()
+        connection = pooled.dbapi_connection
+        broken = False
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                yield cursor
+        except self.error as exc:
+            broken = self.dialect.is_disconnect(exc, connection, None)
+            raise DBAPIError.instance(
+                None, None, exc, self.error, connection_invalidated=broken, dialect=self.dialect
+            ) from exc
+        finally:
+            if not broken:
+                broken = bool(connection.closed) or (
+                    connection.get_transaction_status() != TRANSACTION_STATUS_IDLE
+                    and not self._roll_back(connection)
+                )
+            if broken:
+                pooled.invalidate()
+            else:
+                connection.autocommit = False
+            pooled.close()
+
+    def _roll_back(self, connection: Any) -> bool:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        except self.error:
+            return False
+        return True
+
+    def read(self, statement: Executable) -> list[RowMapping]:
+        def run() -> list[RowMapping]:
+            with self.connection() as conn:
+                return list(conn.execute(statement).mappings().all())
+
+        return _once_more_if_dropped(run)
+
+    def agent(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None) -> dict[str, Any] | None:
+        sql, params = _SELECT_AGENT, {"id": agent_id, "user_id": user_id}
+        if user_id is not None:
+            sql += " AND user_id = %(user_id)s"
+
+        def run() -> Any:
+            with self.cursor() as cursor:
+                cursor.execute(sql, params)
+                return cursor.fetchone()
+
+        row = _once_more_if_dropped(run)
+        return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
+
+    def append_steps(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
+    ) -> bool:
+        """Write the steps if the agent is RUNNING under `attempt`; False when refused."""
+        params = {"id": agent_id, "attempt": attempt, "step_count": step_count, "now": utcnow()}
+        return self._guarded_steps(_APPEND_STEPS, params, steps)
+
+    def transition(
+        self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
+        attempt: int | None, steps: Sequence[Step],
+    ) -> bool:
+        """Compare-and-set the agent's row to `values` and write `steps` if it won."""
+        # Column names come from the table (an unknown one is a KeyError), values are bound.
+        sets = ", ".join(f"{agents.c[name].name} = %(set_{name})s" for name in values)
+        guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status = %(expected)s"
+        if attempt is not None:
+            guard += " AND attempt = %(attempt)s"
+        params = {f"set_{name}": value for name, value in values.items()}
+        params.update(id=agent_id, expected=expected.value, attempt=attempt or 0)
+        return self._guarded_steps(_GUARDED_STEPS.format(guard=guard), params, steps)
+
+    def _guarded_steps(self, sql: str, params: dict[str, Any], steps: Sequence[Step]) -> bool:
+        params.update(
+            seq=[s.seq for s in steps], step=[s.step for s in steps],
+            type=[s.type.value for s in steps], tool=[s.tool for s in steps],
+            content=[s.content for s in steps], created_at=[s.created_at for s in steps],
+            duration_ms=[s.duration_ms for s in steps],
+        )
+        with self.cursor() as cursor:
+            cursor.execute(sql, params)
+            (owned,) = cursor.fetchone()
+        return bool(owned == 1)
+
+    def heartbeat(self, pairs: list[tuple[uuid.UUID, int]]) -> int:
+        params = {"now": utcnow(), "ids": [i for i, _ in pairs], "attempts": [a for _, a in pairs]}
+        with self.cursor() as cursor:
+            cursor.execute(_HEARTBEAT, params)
+            return int(cursor.rowcount)
+
+    def create_agent(
+        self, values: dict[str, Any], *, max_active: int | None
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        """Insert the agent row `values` unless the user has one with its idempotency key
+        or has `max_active` agents active; returns (that earlier row, the active count)."""
+        if values["tools"] is not None:
+            values = {**values, "tools": json.dumps(values["tools"])}
+        with self.cursor() as cursor:
+            cursor.execute(_LOCK_USER, values)
+            row = cursor.fetchone()
+            # Returning inside the transaction rolls it back (see cursor()).
+            if row is not None and row[0] is not None:
+                return dict(zip(AGENT_COLUMNS, row, strict=True)), None
+            active = None
+            if max_active is not None:
+                cursor.execute(_COUNT_ACTIVE, {**values, "max_active": max_active})
+                active = int(cursor.fetchone()[0])
+                if active >= max_active:
+                    return None, active
+            cursor.execute(_INSERT_AGENT, values)
+        return None, active
+
+
+def _once_more_if_dropped(read: Callable[[], T]) -> T:
+    """Run a read, and once more if the server had dropped its connection.
+
+    What pool_pre_ping did on every checkout, for reads only: a backend terminated a
+    moment ago still passes the checkout check (its socket closes when it exits), and
+    a read may simply run again on a fresh connection. A write may not: whether it
+    committed before its connection broke is unknown, so its caller hears of it.
+    """
+    try:
+        return read()
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    return read()
