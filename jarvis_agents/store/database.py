@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import select
+import time
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DisconnectionError, OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from jarvis_agents.errors import DependencyUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# A pooled PostgreSQL connection idle for longer than this is pinged before use.
+IDLE_PING_S = 10.0
 
 
 def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
@@ -30,12 +36,13 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size * 2,
         pool_timeout=30,
-        pool_pre_ping=True,
+        # Not pool_pre_ping: a round trip on every checkout; see _check_on_checkout.
+        pool_pre_ping=False,
         pool_recycle=1800,
         connect_args={
             "connect_timeout": 5,
@@ -47,6 +54,45 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
             "keepalives_count": 3,
         },
     )
+    _check_on_checkout(engine)
+    return engine
+
+
+def _check_on_checkout(engine: Engine) -> None:
+    """Hand out no pooled connection the server has closed, without a ping per checkout.
+
+    A restart or a terminated backend closes the socket, which then reads as ready
+    on an idle connection: that costs a poll() here, not a round trip. Only a
+    connection found that way, or idle for more than IDLE_PING_S (the socket may
+    have died silently), is pinged; a failed ping makes the pool reconnect it.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkin")
+    def stamp(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def check(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None:  # fresh from connect()
+            return
+        if time.monotonic() - idle_since < IDLE_PING_S and not _has_input(dbapi_connection):
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"a pooled connection was dead: {_first_line(exc)}") from exc
+
+
+def _has_input(dbapi_connection: Any) -> bool:
+    """True when the server wrote to a connection nobody is reading: it closed it, as a rule."""
+    if dbapi_connection.closed:
+        return True
+    # poll(), not select(): select() refuses file descriptors past 1023.
+    poller = select.poll()
+    poller.register(dbapi_connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -381,3 +381,74 @@ def test_a_refused_create_leaves_no_transaction_holding_the_user(pg_url: str) ->
     finally:
         repository.engine.dispose()
         other.engine.dispose()
+
+
+def _terminate_backends(pg_url: str) -> int:
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        killed = conn.execute(text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = :name AND pid <> pg_backend_pid()"),
+            {"name": pg_url.rsplit("/", 1)[1]}).scalar_one()
+    admin.dispose()
+    return killed
+
+
+@pytest.mark.parametrize("detected_by", ["socket", "ping"])
+def test_pooled_connections_killed_while_idle_are_replaced(
+    pg_url: str, detected_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No error reaches the caller when the server dropped every idle pooled connection."""
+    from jarvis_agents.store import database
+
+    if detected_by == "ping":
+        # A socket that died without a word from the server looks fine: only the
+        # ping of a connection idle for longer than IDLE_PING_S notices.
+        monkeypatch.setattr(database, "_has_input", lambda _connection: False)
+        monkeypatch.setattr(database, "IDLE_PING_S", 0.0)
+    repository = Repository(make_engine(pg_url, pool_size=2))
+    user, _ = repository.create_user("survivor")
+    try:
+        agent = running(repository, user.id)
+        repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "before")], step_count=1)
+        assert _terminate_backends(pg_url) >= 1
+        time.sleep(0.2)
+        assert repository.get(agent.id) is not None  # a prebuilt statement
+        assert [s.content for s in repository.steps_after(agent.id)] == ["before"]  # SQLAlchemy
+        repository.append_steps(agent.id, 1, [Step(2, 1, StepType.THINK, "after")], step_count=2)
+        assert repository.heartbeat([(agent.id, 1)]) == 1
+        assert _terminate_backends(pg_url) >= 1
+        time.sleep(0.2)
+        created, _ = repository.create_agent(new_agent(user.id), max_active=5)
+        assert repository.get(created.id) is not None
+    finally:
+        repository.engine.dispose()
+
+
+def test_a_read_whose_connection_was_just_dropped_runs_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend terminated a moment ago passes the checkout check; reads still succeed."""
+    from sqlalchemy.exc import OperationalError
+
+    from jarvis_agents.store import database
+
+    monkeypatch.setattr(database, "_has_input", lambda _connection: False)
+    repository = Repository(make_engine(pg_url, pool_size=1))
+    user, _ = repository.create_user("unlucky")
+    try:
+        agent = running(repository, user.id)
+        assert _terminate_backends(pg_url) >= 1
+        time.sleep(0.2)
+        assert repository.get(agent.id) is not None  # a prebuilt statement
+        assert _terminate_backends(pg_url) >= 1
+        time.sleep(0.2)
+        assert repository.steps_after(agent.id) == []  # through SQLAlchemy
+        assert _terminate_backends(pg_url) >= 1
+        time.sleep(0.2)
+        # A write is not run twice: it may have committed before its connection broke.
+        with pytest.raises(OperationalError):
+            repository.heartbeat([(agent.id, 1)])
+        assert repository.heartbeat([(agent.id, 1)]) == 1
+    finally:
+        repository.engine.dispose()
