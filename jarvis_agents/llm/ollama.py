@@ -11,13 +11,14 @@ before its first token) without closing a socket under another thread's feet. An
 abandoned read notices the abandonment at its next chunk, or gives up at the read
 timeout, and closes its response on the way out.
 
-Why the stream is read with the `ollama` client's own `httpx.Client` and `json.loads`
-per line rather than `Client.chat(stream=True)`: that builds a pydantic model per
-message sent and per NDJSON chunk received (a reply is a dozen chunks), and it leaves
-the response unread after the last chunk, so httpx drops the connection and every
-call opened a new one. Read this way a call costs about half the CPU. The `ollama`
-client still owns the connection settings (host parsing, headers, `OLLAMA_API_KEY`)
-and the readiness calls, and its `ResponseError` carries the server's failures.
+Why the stream is read with httpx clients made like the `ollama` client's own, and
+`json.loads` per line, rather than `Client.chat(stream=True)`: that builds a pydantic
+model per message sent and per NDJSON chunk received (a reply is a dozen chunks),
+and it leaves the response unread after the last chunk, so httpx drops the
+connection and every call opened a new one. Read this way a call costs about half
+the CPU. The `ollama` client still owns the connection settings (host parsing,
+headers, `OLLAMA_API_KEY`) and the readiness calls, and its `ResponseError` carries
+the server's failures.
 
 Failures are sorted here, once: transient ones (connection refused or reset,
 timeouts, HTTP 5xx and 429, a stream cut short) are retried by
@@ -44,6 +45,7 @@ import ollama
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable, StepTimeout
 from jarvis_agents.llm.base import ChatMessage, StopSignal
+from jarvis_agents.llm.connections import ClientLender
 from jarvis_agents.llm.daemon_pool import DaemonPool
 from jarvis_agents.retry import TransientModelError, model_call_policy
 
@@ -143,19 +145,16 @@ class OllamaChatModel:
         self.read_timeout_s = read_timeout_s
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
-        # One pooled client for all calls (httpx.Client is thread-safe). No connection
-        # cap: abandoned readers hold a connection until their next chunk, and a
-        # worker running 100 agents must not queue behind them; Ollama itself limits
-        # how many replies it generates at once. Keep-alive connections for as many
-        # replies as a worker waits on at once: a new connection per call costs both
-        # ends a handshake and a thread.
+        # The ollama client owns the connection settings (host parsing, headers,
+        # OLLAMA_API_KEY); replies are read on one-connection clients made like its
+        # httpx.Client, lent to one reader at a time (see llm/connections.py for why
+        # not on that client's own pool). No cap on connections: abandoned readers
+        # hold one until their next chunk, and a worker running 100 agents must not
+        # queue behind them; Ollama itself limits how many replies it generates.
         self._client = ollama.Client(
-            host=self.host,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+            host=self.host, timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         )
-        # The client's own httpx.Client: its base URL, headers and API key (see above).
-        self._http: httpx.Client = self._client._client
+        self._connections = ClientLender.like(self._client._client)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OllamaChatModel:
@@ -167,6 +166,7 @@ class OllamaChatModel:
         )
 
     def close(self) -> None:
+        self._connections.close()
         self._client.close()
 
     def __enter__(self) -> Self:
@@ -238,7 +238,9 @@ class OllamaChatModel:
     def _stream_into(self, stream: _Stream, body: dict[str, object]) -> None:
         """Reader thread body: never raises, reports the outcome through the queue."""
         try:
-            with self._http.stream("POST", "/api/chat", json=body) as response:
+            with self._connections.lend() as http, http.stream(
+                "POST", "/api/chat", json=body
+            ) as response:
                 if not response.is_success:
                     response.read()
                     raise ollama.ResponseError(response.text, response.status_code)
