@@ -59,21 +59,21 @@ class AgentRunner:
     def run(self, agent_id: uuid.UUID, *, task_id: str | None = None,
             is_revoked: Callable[[], bool] = lambda: False) -> None:
         """Run the agent if this call may own it; a no-op for a duplicate delivery."""
-        agent = self.repository.get(agent_id)
-        if agent is None:
-            log.warning("agent %s does not exist; dropping its task", agent_id)
-            return
-        if agent.status is AgentStatus.PENDING:
-            agent = self.repository.claim(agent_id, task_id=task_id)
-            if agent is None:
-                return  # cancelled, or claimed by another delivery, in between
+        # The claim first: it is the common case, and its compare-and-set needs no
+        # read before it. Only when it fails does the agent's status say why.
+        agent = self.repository.claim(agent_id, task_id=task_id)
+        if agent is not None:
             self.events.publish_status(agent)
-        elif agent.status is AgentStatus.RUNNING:
-            agent = self._take_over(agent.id, agent.attempt, task_id)
+        else:
+            current = self.repository.get(agent_id)
+            if current is None:
+                log.warning("agent %s does not exist; dropping its task", agent_id)
+                return
+            if current.status is not AgentStatus.RUNNING:
+                return  # ended (a late redelivery), or cancelled before it started
+            agent = self._take_over(current.id, current.attempt, task_id)
             if agent is None:
                 return  # alive elsewhere: a redelivery of a task still running
-        else:
-            return  # already ended: a late redelivery
         flag = threading.Event()
         # cancel_local and the shutdown wake it; only a revoke has to be polled for.
         signal = StopSignal(flag.is_set, self._stopping.is_set, is_revoked, poll_s=REVOKE_POLL_S)

@@ -93,6 +93,19 @@ def start_in_thread(runner: AgentRunner, store: RunnerStore, model: WaitingModel
     return agent, thread
 
 
+def test_a_task_for_a_missing_or_ended_agent_is_a_no_op(
+    parts: tuple[AgentRunner, RunnerStore, WaitingModel], caplog: pytest.LogCaptureFixture
+) -> None:
+    runner, store, model = parts
+    missing = uuid.uuid4()
+    runner.run(missing)
+    assert f"agent {missing} does not exist" in caplog.text
+    ended = Agent.new(user_id=uuid.uuid4(), goal="g", model="m", max_steps=3)
+    ended = store.add(ended.with_running(attempt=1).with_completed("done"))
+    runner.run(ended.id)
+    assert store.get(ended.id) == ended and not model.waiting.is_set()
+
+
 def test_cancel_local_wakes_the_waiting_model_call(
     parts: tuple[AgentRunner, RunnerStore, WaitingModel],
 ) -> None:
