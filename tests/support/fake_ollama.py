@@ -196,6 +196,9 @@ class FakeOllama:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # restart on the same port despite TIME_WAIT sockets
+    # socketserver's default backlog is 5: a burst of 200 agents calling at once would
+    # wait a second for SYN retries. Ollama (Go's net/http) listens with the kernel's.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], fake: FakeOllama) -> None:
         self.fake = fake
