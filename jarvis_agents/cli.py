@@ -132,7 +132,7 @@ def api(host: str, port: int | None) -> None:
 
 @main.command()
 @click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
-              help="Agents run at once by this process (default: $JARVIS_WORKER_CONCURRENCY or 100).")
+              help="Agents run at once by this process (default: $JARVIS_WORKER_CONCURRENCY or 200).")
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(concurrency: int | None, loglevel: str) -> None:
     """Run one Celery worker process."""

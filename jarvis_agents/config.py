@@ -13,6 +13,10 @@ from jarvis_agents.errors import ConfigError
 
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+# Agents one worker process runs at once, as threads. A waiting agent blocks on a
+# socket or a queue, so an idle thread costs little: one process keeps hundreds of
+# slow agents in flight.
+DEFAULT_WORKER_CONCURRENCY = 200
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -45,7 +49,7 @@ class Settings:
     pending_requeue_s: float = 60.0
     shutdown_grace_s: float = 20.0
     worker_metrics_port: int | None = None
-    worker_concurrency: int = 100
+    worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
     tool_output_max_chars: int = 4000
     webhook_secret: str | None = None
     webhook_allow_private: bool = False
@@ -97,7 +101,9 @@ class Settings:
             pending_requeue_s=_float(env, "JARVIS_PENDING_REQUEUE", 60.0),
             shutdown_grace_s=_float(env, "JARVIS_SHUTDOWN_GRACE", 20.0),
             worker_metrics_port=_int(env, "JARVIS_WORKER_METRICS_PORT", 0, low=0, high=65535) or None,
-            worker_concurrency=_int(env, "JARVIS_WORKER_CONCURRENCY", 100, low=1, high=10000),
+            worker_concurrency=_int(
+                env, "JARVIS_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, low=1, high=10000
+            ),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
             webhook_secret=env.get("JARVIS_WEBHOOK_SECRET") or None,
             webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),

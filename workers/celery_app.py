@@ -1,7 +1,7 @@
 """The Celery application, configured from Settings; the dispatcher the API uses.
 
 Pool: threads. An agent spends nearly all its time waiting on the model, so one
-process runs `JARVIS_WORKER_CONCURRENCY` (default 100) agents at once as threads.
+process runs `JARVIS_WORKER_CONCURRENCY` (default 200) agents at once as threads.
 The threads pool sees a revoke in-process within milliseconds (prefork children
 never see one for a running task) but has no time limits, so the ReACT loop
 enforces its own deadlines.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jarvis_agents.config import DEFAULT_MODEL, Settings
+from jarvis_agents.config import DEFAULT_MODEL, DEFAULT_WORKER_CONCURRENCY, Settings
 from jarvis_agents.errors import ConfigError
 
 
@@ -18,6 +18,12 @@ def test_defaults_use_an_embedded_sqlite_file(tmp_path: Path) -> None:
     assert settings.model == DEFAULT_MODEL
     assert (settings.max_steps, settings.step_timeout_s, settings.tool_timeout_s) == (10, 30, 10)
     assert (settings.total_timeout_s, settings.max_active_per_user, settings.port) == (120, 20, 8000)
+
+
+def test_one_worker_process_runs_200_agents_at_once_by_default() -> None:
+    # Idle agents block on a socket or a queue: 200 slow agents fit in one process.
+    assert Settings.from_env({}).worker_concurrency == DEFAULT_WORKER_CONCURRENCY == 200
+    assert Settings.from_env({"JARVIS_WORKER_CONCURRENCY": "50"}).worker_concurrency == 50
 
 
 def test_values_are_read() -> None:
@@ -46,6 +52,7 @@ def test_values_are_read() -> None:
         ("JARVIS_MAX_STEPS", "ten"),
         ("JARVIS_MAX_STEPS", "0"),
         ("JARVIS_MAX_ACTIVE_PER_USER", "1.5"),
+        ("JARVIS_WORKER_CONCURRENCY", "0"),
         ("PORT", "70000"),
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
     ],
