@@ -57,7 +57,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="where the processes' logs go (default: bench/runs/<time>)",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, help="worker processes in scenario 1 (default 1)"
+        "--workers",
+        type=int,
+        action="append",
+        help="worker processes in scenario 1's throughput phase (repeatable; default: 1 and "
+        "one per core)",
     )
     parser.add_argument(
         "--redis-url",
@@ -67,6 +71,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.workers and min(args.workers) < 1:
+        parser.error("--workers must be at least 1")
     return args
 
 
@@ -90,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers:
         from dataclasses import replace
 
-        sizes["overhead"] = replace(sizes["overhead"], workers=args.workers)
+        sizes["overhead"] = replace(sizes["overhead"], workers=tuple(sorted(set(args.workers))))
     results: dict[str, Any] = {
         "meta": {
             "started": started.strftime("%Y-%m-%d %H:%M"),

@@ -1,12 +1,12 @@
 """Scenario 2 — I/O-bound concurrency: slow model calls on one worker process.
 
 `agents` agents, each making 2 planning calls (one `calculate`, then the answer) to
-a model that takes `latency_s` per call, on ONE `jarvis-agents worker` process. The
-ideal makespan is what one agent alone would take, 2 × latency (4 s at 2 s): every
-agent waits on the model at the same time. The makespan runs from the first create
-sent to the last `completed_at`. Measured at `--concurrency 200` (one thread per
-agent, so all of them fit at once) and at the default `JARVIS_WORKER_CONCURRENCY`
-(100: two waves, so ~2× the ideal by construction).
+a model that takes `latency_s` per call, on ONE `jarvis-agents worker` process at
+the default `JARVIS_WORKER_CONCURRENCY` (read from `Settings`, as the worker reads
+it). The ideal makespan is what one agent alone would take, 2 × latency (4 s at
+2 s): every agent waits on the model at the same time, which needs a thread per
+agent — the default (200) fits the 200 agents in one wave, where the former 100
+took two. The makespan runs from the first create sent to the last `completed_at`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from typing import Any
 from bench import driver
 from bench.driver import User
 from bench.processes import Process
-from bench.stack import Stack
-
-DEFAULT_CONCURRENCY = 100  # JARVIS_WORKER_CONCURRENCY's default (README)
+from bench.stack import Stack, default_concurrency
 
 
 @dataclass(frozen=True)
@@ -28,14 +26,11 @@ class ConcurrencySizes:
     agents: int = 200
     latency_s: float = 2.0
     planning_calls: int = 2
-    concurrency: int = 200
-    also_default: bool = True
+    concurrency: int | None = None  # None: the worker's default
     timeout_s: float = 120.0
 
 
-QUICK = ConcurrencySizes(
-    agents=20, latency_s=0.2, concurrency=20, also_default=False, timeout_s=60.0
-)
+QUICK = ConcurrencySizes(agents=20, latency_s=0.2, timeout_s=60.0)
 
 
 def ideal_s(sizes: ConcurrencySizes) -> float:
@@ -51,29 +46,29 @@ def run(
     log: Any = print,
     after_run: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Each setting `runs` times; `after_run(r)` follows tuned run r (the peer's turn)."""
+    """`runs` times; `after_run(r)` follows run r (the peer's turn)."""
     model = stack.start_model(latency_s=sizes.latency_s, tool_calls=sizes.planning_calls - 1)
-    settings = [("tuned", sizes.concurrency)]
-    if sizes.also_default:
-        settings.append(("default", None))
-    results: dict[str, Any] = {"ideal_s": ideal_s(sizes)}
+    results: dict[str, Any] = {
+        "ideal_s": ideal_s(sizes),
+        "worker_concurrency": sizes.concurrency or default_concurrency(),
+        "setting": f"--concurrency {sizes.concurrency}" if sizes.concurrency else "default",
+        "runs": [],
+    }
     try:
-        for label, concurrency in settings:
-            worker = stack.start_worker(model, concurrency=concurrency, name=f"worker-{label}")
-            try:
-                results[label] = []
-                for r in range(runs):
-                    results[label].append(_once(stack, worker, users, sizes, f"{label}{r}"))
-                    m = results[label][-1]
-                    log(
-                        f"  scenario 2 ({label}, concurrency "
-                        f"{concurrency or DEFAULT_CONCURRENCY}), run {r + 1}: makespan "
-                        f"{m['makespan_s']:.2f} s = {m['vs_ideal']:.2f}x ideal"
-                    )
-                    if label == "tuned" and after_run is not None:
-                        after_run(r)
-            finally:
-                stack.stop(worker)
+        worker = stack.start_worker(model, concurrency=sizes.concurrency, name="worker-io")
+        try:
+            for r in range(runs):
+                results["runs"].append(_once(stack, worker, users, sizes, str(r)))
+                m = results["runs"][-1]
+                log(
+                    f"  scenario 2 ({results['setting']}, concurrency "
+                    f"{results['worker_concurrency']}), run {r + 1}: makespan "
+                    f"{m['makespan_s']:.2f} s = {m['vs_ideal']:.2f}x ideal"
+                )
+                if after_run is not None:
+                    after_run(r)
+        finally:
+            stack.stop(worker)
     finally:
         stack.stop(model.process)
     return results

@@ -26,3 +26,19 @@ def cell(runs: list[dict] | None, key: str, digits: int = 1, unit: str = "") -> 
         if len(values) > 1
         else f"**{num(values[0], digits)}**{unit}"
     )
+
+
+def processes(n: int) -> str:
+    return f"{n} worker process" + ("" if n == 1 else "es")
+
+
+def by_workers(overhead: dict) -> list[tuple[int, list[dict]]]:
+    """Scenario 1's throughput runs per number of worker processes, fewest first."""
+    found = (overhead or {}).get("throughput") or {}
+    return sorted((int(n), runs) for n, runs in found.items() if runs)
+
+
+def best_workers(overhead: dict) -> tuple[int, list[dict]] | None:
+    """Scenario 1's setting with the most agents/s (median over its runs)."""
+    settings = [s for s in by_workers(overhead) if not math.isnan(med(s[1], "agents_per_s"))]
+    return max(settings, key=lambda s: med(s[1], "agents_per_s")) if settings else None

@@ -11,7 +11,10 @@ B. create → first streamed event, one agent at a time: `POST /api/v1/agents/st
 C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    planning calls and 3 `calculate` calls. Agents/s and ReACT steps/s over the
    makespan (first create sent → last `completed_at`), the per-step overhead under
-   that load, and the CPU each process spent per agent.
+   that load, and the CPU each process spent per agent (the workers' summed). Once
+   per setting of `workers`: on 1 worker process and on one per core, as ops would
+   run them (`jarvis-agents worker` is one process; it scales horizontally), each
+   at the default concurrency. A and B always use 1 worker process.
 
 Per-step overhead is measured from outside the worker. The bench model server
 clocks each chat request (arrival, last byte of the reply written); for the
@@ -27,22 +30,28 @@ its publishes.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench import driver
 from bench.clients import stream_one
 from bench.driver import AgentRow, StatusListener, StepRow, User
 from bench.processes import Process, machine_busy_s
-from bench.stack import ModelServer, Stack
+from bench.stack import ModelServer, Stack, default_concurrency
 from bench.stats import latency_summary, percentile
 
 TAG = re.compile(r"\[bench ([^\]]+)\]")
+
+
+def default_workers() -> tuple[int, ...]:
+    """1 worker process, and one per core."""
+    return tuple(sorted({1, os.cpu_count() or 1}))
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ class OverheadSizes:
     creates_per_client: int = 200
     create_warmup: int = 5
     first_event_samples: int = 30
-    workers: int = 1
+    workers: tuple[int, ...] = field(default_factory=default_workers)  # throughput phase
     timeout_s: float = 300.0
 
 
@@ -79,21 +88,28 @@ def run(
             f"  scenario 1, run {r + 1}: create p50 "
             f"{results['create'][-1]['p50_ms']:.2f} ms, p99 {results['create'][-1]['p99_ms']:.2f} ms"
         )
-    workers = [stack.start_worker(model, name=f"worker-{i}") for i in range(sizes.workers)]
+    results["worker_concurrency"] = default_concurrency()
+    results["throughput"] = {str(n): [] for n in sizes.workers}
+    workers = [stack.start_worker(model, name="worker-0")]
     listener = StatusListener(stack.redis)
     try:
         for r in range(runs):
+            _scale(stack, model, workers, 1)
             results["first_event"].append(_first_events(stack, model, users[0], listener, sizes, r))
-            results["throughput"].append(
-                _throughput(stack, model, workers, users, listener, sizes, r)
-            )
-            t = results["throughput"][-1]
+            fe = results["first_event"][-1]
             log(
-                f"  scenario 1, run {r + 1}: {t['agents_per_s']:.1f} agents/s, per-step overhead "
-                f"p50 {t['overhead_p50_ms']:.2f} ms (loaded), "
-                f"{results['first_event'][-1]['overhead_p50_ms']:.2f} ms (one at a time); "
-                f"first event p50 {results['first_event'][-1]['p50_ms']:.1f} ms"
+                f"  scenario 1, run {r + 1}: per-step overhead p50 {fe['overhead_p50_ms']:.2f} ms "
+                f"(one at a time); first event p50 {fe['p50_ms']:.1f} ms"
             )
+            for n in sizes.workers:
+                _scale(stack, model, workers, n)
+                t = _throughput(stack, model, workers, users, listener, sizes, f"{r}w{n}")
+                results["throughput"][str(n)].append(t)
+                log(
+                    f"  scenario 1, run {r + 1}, {n} worker process(es): "
+                    f"{t['agents_per_s']:.1f} agents/s, per-step overhead p50 "
+                    f"{t['overhead_p50_ms']:.2f} ms (loaded)"
+                )
             if after_run is not None:
                 after_run(r)
     finally:
@@ -102,6 +118,14 @@ def run(
             stack.stop(worker)
         stack.stop(model.process)
     return results
+
+
+def _scale(stack: Stack, model: ModelServer, workers: list[Process], n: int) -> None:
+    """Exactly `n` worker processes running: start the missing ones, stop the extra ones."""
+    while len(workers) > n:
+        stack.stop(workers.pop())
+    if len(workers) < n:
+        workers += stack.start_workers(model, names=[f"worker-{i}" for i in range(len(workers), n)])
 
 
 def _create_latency(stack: Stack, users: list[User], sizes: OverheadSizes, r: int) -> dict:
@@ -157,10 +181,10 @@ def _throughput(
     users: list[User],
     listener: StatusListener,
     sizes: OverheadSizes,
-    r: int,
+    run: str,
 ) -> dict:
     model.calls(clear=True)
-    tags = [f"t{r}-{i}" for i in range(sizes.agents)]
+    tags = [f"t{run}-{i}" for i in range(sizes.agents)]
     cpu0 = _cpu(stack, model, workers)
     replies = driver.create_agents(stack, users, tags)
     ids = driver.accepted_ids(replies)
@@ -178,6 +202,7 @@ def _throughput(
     n = len(ids)
     cpu = {name: (cpu1[name] - cpu0.get(name, 0.0)) * 1000 / n for name in cpu1}
     return {
+        "workers": len(workers),
         "agents": n,
         "completed": len(completed),
         "terminal": terminal,
@@ -259,7 +284,8 @@ def _parts(overhead: dict[str, list[float]]) -> dict[str, float]:
 
 
 def _cpu(stack: Stack, model: ModelServer, workers: list[Process]) -> dict[str, float]:
-    """CPU seconds so far, per part of the system (PostgreSQL: our database's backends)."""
+    """CPU seconds so far, per part of the system (PostgreSQL: our database's backends;
+    workers: all the running worker processes together)."""
     assert stack.api is not None
     return {
         "workers": sum(w.cpu_s() for w in workers),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench.figures import cell, med, num
+from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
 
 NOTES_BEGIN = "<!-- notes:begin -->"
@@ -118,14 +118,19 @@ def _method(meta: dict[str, Any]) -> list[str]:
 
 
 def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
-    cr, fe, tp = o["create"], o["first_event"], o["throughput"]
-    sizes = o["sizes"]
-    return [
+    cr, fe = o["create"], o["first_event"]
+    sizes, threads = o["sizes"], o["worker_concurrency"]
+    settings = by_workers(o)
+    on = " and on ".join(processes(n) for n, _ in settings)
+    rows = [
         "## 1. Orchestration overhead (instant model)",
         "",
         (
-            f"{sizes['agents']} agents × 4 planning calls + 3 `calculate` calls on "
-            f"{sizes['workers']} worker process(es) at the default concurrency (100 threads)."
+            f"{sizes['agents']} agents × 4 planning calls + 3 `calculate` calls, at the default "
+            f"concurrency ({threads} threads per worker process). The create and one-at-a-time "
+            f"phases run on 1 worker process; the throughput phase, in every run, on {on} in "
+            "turn: 1, and one per core, as ops would run `jarvis-agents worker` (one process; "
+            "it scales horizontally)."
         ),
         "",
         (
@@ -138,8 +143,9 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "run the tool, commit OBSERVE, publish, rebuild the prompt, "
             "send the next request (or commit the completion and publish). 4 samples per agent. "
             "*One at a time* = the agents of the first-event phase, run strictly one after "
-            "another (the unloaded cost); *500 at once* = the throughput phase, where the "
-            "overhead also contains the wait for a CPU and the GIL behind 99 other agents."
+            f"another (the unloaded cost); *{sizes['agents']} at once* = the throughput phase, "
+            "where the overhead also contains the wait for a CPU and for the GIL behind up to "
+            f"{min(threads, sizes['agents']) - 1} other agents in the same process."
         ),
         "",
         "| metric | value |",
@@ -168,47 +174,71 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"| claim → first model request p50, one at a time | "
             f"{cell(fe, 'part_start_p50_ms', 2)} ms |"
         ),
-        f"| agents/s ({sizes['agents']} at once) | {cell(tp, 'agents_per_s')} |",
-        f"| ReACT steps (iterations) /s | {cell(tp, 'react_steps_per_s')} |",
-        f"| step rows persisted /s | {cell(tp, 'step_rows_per_s')} |",
-        f"| makespan | {cell(tp, 'makespan_s', 2)} s |",
-        (
-            f"| per-step overhead p50 / p99, 500 at once | {cell(tp, 'overhead_p50_ms', 1)} / "
-            f"{cell(tp, 'overhead_p99_ms', 1)} ms |"
-        ),
-        f"| … its parts, p50 (as above) | {_parts(tp)} ms |",
-        (
-            f"| create latency p50 / p99 while they run | {cell(tp, 'create_loaded_p50_ms', 1)} / "
-            f"{cell(tp, 'create_loaded_p99_ms', 1)} ms |"
-        ),
-        (
-            f"| CPU per agent: worker(s) / API / PostgreSQL backends / Redis / model server | "
-            f"{cell(tp, 'cpu_ms_per_agent_workers')} / {cell(tp, 'cpu_ms_per_agent_api')} / "
-            f"{cell(tp, 'cpu_ms_per_agent_postgres')} / {cell(tp, 'cpu_ms_per_agent_redis')} / "
-            f"{cell(tp, 'cpu_ms_per_agent_model')} ms |"
-        ),
-        (
-            f"| CPU per agent, whole machine (includes the clients and any other load) | "
-            f"{cell(tp, 'cpu_ms_per_agent_machine')} ms |"
-        ),
-        f"| agents completed | {cell(tp, 'completed', 0)} of {sizes['agents']} |",
         "",
+        (
+            f"Throughput, {sizes['agents']} agents created at once. *CPU per agent* of the "
+            "workers is summed over all the worker processes."
+        ),
+        "",
+        "| metric | " + " | ".join(processes(n) for n, _ in settings) + " |",
+        "|---|" + "---|" * len(settings),
     ]
+    throughput: list[tuple[str, Any]] = [
+        ("agents/s", lambda tp: cell(tp, "agents_per_s")),
+        ("ReACT steps (iterations) /s", lambda tp: cell(tp, "react_steps_per_s")),
+        ("step rows persisted /s", lambda tp: cell(tp, "step_rows_per_s")),
+        ("makespan", lambda tp: f"{cell(tp, 'makespan_s', 2)} s"),
+        (
+            "per-step overhead p50 / p99",
+            lambda tp: f"{cell(tp, 'overhead_p50_ms', 1)} / {cell(tp, 'overhead_p99_ms', 1)} ms",
+        ),
+        ("… its parts, p50 (as above)", lambda tp: f"{_parts(tp)} ms"),
+        (
+            "create latency p50 / p99 while they run",
+            lambda tp: (
+                f"{cell(tp, 'create_loaded_p50_ms', 1)} / {cell(tp, 'create_loaded_p99_ms', 1)} ms"
+            ),
+        ),
+        (
+            "CPU per agent: workers / API / PostgreSQL backends / Redis / model server",
+            lambda tp: (
+                f"{cell(tp, 'cpu_ms_per_agent_workers')} / {cell(tp, 'cpu_ms_per_agent_api')} / "
+                f"{cell(tp, 'cpu_ms_per_agent_postgres')} / {cell(tp, 'cpu_ms_per_agent_redis')} / "
+                f"{cell(tp, 'cpu_ms_per_agent_model')} ms"
+            ),
+        ),
+        (
+            "CPU per agent, whole machine (includes the clients and any other load)",
+            lambda tp: f"{cell(tp, 'cpu_ms_per_agent_machine')} ms",
+        ),
+        ("agents completed", lambda tp: f"{cell(tp, 'completed', 0)} of {sizes['agents']}"),
+    ]
+    for label, show in throughput:
+        rows.append(f"| {label} | " + " | ".join(show(tp) for _, tp in settings) + " |")
+    return rows + [""]
 
 
 def _concurrency(c: dict[str, Any]) -> list[str]:
-    sizes = c["sizes"]
-    tuned, default = c.get("tuned"), c.get("default")
+    sizes, threads = c["sizes"], c["worker_concurrency"]
+    setting = (
+        f"the default `JARVIS_WORKER_CONCURRENCY` ({threads} threads)"
+        if c["setting"] == "default"
+        else f"`{c['setting']}`"
+    )
     rows = [
         "## 2. I/O-bound concurrency (slow model, one worker process)",
         "",
         (
             f"{sizes['agents']} agents × {sizes['planning_calls']} planning calls × "
-            f"{sizes['latency_s']:g} s of model latency on ONE worker process; ideal makespan "
-            f"{c['ideal_s']:g} s (every agent waits at once). Makespan = first create sent → "
-            "last `completed_at`. The default `JARVIS_WORKER_CONCURRENCY` is 100 threads, so "
-            f"200 agents need `--concurrency {sizes['concurrency']}` (the tuned row) to all "
-            "wait at once; the default row shows what 100 gives (two waves). *Worker CPU* = CPU "
+            f"{sizes['latency_s']:g} s of model latency on ONE worker process at {setting}; "
+            f"ideal makespan {c['ideal_s']:g} s (every agent waits at once, which needs a thread "
+            "per agent: "
+            + (
+                "all of them fit in one wave"
+                if threads >= sizes["agents"]
+                else f"they take {-(-sizes['agents'] // threads)} waves, so the ideal is out of reach"
+            )
+            + "). Makespan = first create sent → last `completed_at`. *Worker CPU* = CPU "
             "seconds the worker process used per second of makespan (1.00 = one core busy "
             "throughout: the process is CPU-bound, and the GIL lets it use only one)."
         ),
@@ -216,16 +246,14 @@ def _concurrency(c: dict[str, Any]) -> list[str]:
         "| setting | makespan | × ideal | completed | all created after | worker CPU | API CPU |",
         "|---|---|---|---|---|---|---|",
     ]
-    for label, runs in (
-        (f"`--concurrency {sizes['concurrency']}`", tuned),
-        ("default (100)", default),
-    ):
-        if runs:
-            rows.append(
-                f"| {label} | {cell(runs, 'makespan_s', 2)} s | {cell(runs, 'vs_ideal', 2)}"
-                f" | {cell(runs, 'completed', 0)} | {cell(runs, 'all_created_s', 2)} s | "
-                f"{cell(runs, 'worker_cpu_share', 2)} | {cell(runs, 'api_cpu_share', 2)} |"
-            )
+    runs = c["runs"]
+    if runs:
+        rows.append(
+            f"| {c['setting']} ({threads}) | {cell(runs, 'makespan_s', 2)} s | "
+            f"{cell(runs, 'vs_ideal', 2)} | {cell(runs, 'completed', 0)} | "
+            f"{cell(runs, 'all_created_s', 2)} s | {cell(runs, 'worker_cpu_share', 2)} | "
+            f"{cell(runs, 'api_cpu_share', 2)} |"
+        )
     return rows + [""]
 
 
@@ -273,6 +301,9 @@ def _fanout(f: dict[str, Any]) -> list[str]:
 def _peer(results: dict[str, Any]) -> list[str]:
     p, o, c = results["peer"], results.get("overhead") or {}, results.get("concurrency") or {}
     rows = ["## 4. The peer: LangGraph Agent Server (`langgraph dev`, in-memory runtime)", ""]
+    best = best_workers(o)
+    ours_runs = best[1] if best else None
+    ours_at = f" ({processes(best[0])})" if best else ""
     if p.get("unavailable"):
         return rows + [f"Not measured: {p['unavailable']}", ""]
     rows += [
@@ -283,17 +314,21 @@ def _peer(results: dict[str, Any]) -> list[str]:
         "which talks to a real Ollama-protocol server: an advantage to the peer. Runs are "
         "created with `POST /runs` by the same 8 client processes, completion polled with "
         "`POST /threads/count`, makespan = first create sent → last run's `updated_at`. "
-        "Settings: " + "; ".join(f"*{k}*: {v}" for k, v in p["settings"].items()) + ".",
+        "Settings: " + "; ".join(f"*{k}*: {v}" for k, v in p["settings"].items()) + ". "
+        "In scenario 1 ours is taken at its best setting too, the number of worker processes "
+        "with the most agents/s"
+        + (f" ({processes(best[0])}; section 1 has each)" if best else "")
+        + "; in scenario 2 at the default concurrency, on one worker process.",
         "",
         "| scenario | setting | peer | ours | ours ÷ peer |",
         "|---|---|---|---|---|",
     ]
-    ours_tp = med(o.get("throughput"), "agents_per_s")
+    ours_tp = med(ours_runs, "agents_per_s")
     for name, runs in p.get("throughput", {}).items():
         theirs = med(runs, "runs_per_s")
         rows.append(
             f"| 1: runs/s ({runs[0]['runs']} runs, instant model) | {name} | "
-            f"{cell(runs, 'runs_per_s')} | {num(ours_tp)} | {num(ours_tp / theirs, 2)}× |"
+            f"{cell(runs, 'runs_per_s')} | {num(ours_tp)}{ours_at} | {num(ours_tp / theirs, 2)}× |"
         )
     ours_cr = med(o.get("create"), "p50_ms")
     for name, runs in p.get("throughput", {}).items():
@@ -309,7 +344,7 @@ def _peer(results: dict[str, Any]) -> list[str]:
             f"| 1: create → first streamed event p50 | {name} | {cell(runs, 'p50_ms', 0)} "
             f"ms | {num(ours_fe)} ms | {num(ours_fe / theirs, 3)}× |"
         )
-    ours_io = med(c.get("tuned"), "makespan_s")
+    ours_io = med(c.get("runs"), "makespan_s")
     for name, runs in p.get("io", {}).items():
         theirs = med(runs, "makespan_s")
         ratio = (
@@ -323,15 +358,15 @@ def _peer(results: dict[str, Any]) -> list[str]:
             f"{cell(runs, 'makespan_s', 2)} s | {num(ours_io, 2)} s | {ratio} |"
         )
     ours_cpu = sum(
-        med(o.get("throughput"), f"cpu_ms_per_agent_{part}")
+        med(ours_runs, f"cpu_ms_per_agent_{part}")
         for part in ("workers", "api", "model", "postgres", "redis")
     )
     for name, runs in p.get("throughput", {}).items():
         theirs = med(runs, "cpu_ms_per_run")
         rows.append(
-            f"| 1: CPU per run: its server process / our worker + API + model server + "
+            f"| 1: CPU per run: its server process / our workers + API + model server + "
             f"PostgreSQL + Redis | {name} | {cell(runs, 'cpu_ms_per_run')} ms | "
-            f"{num(ours_cpu)} ms | {num(ours_cpu / theirs, 2)}× |"
+            f"{num(ours_cpu)} ms{ours_at} | {num(ours_cpu / theirs, 2)}× |"
         )
     return rows + [""]
 

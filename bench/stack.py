@@ -32,6 +32,14 @@ PG_ADMIN_URL = os.environ.get(
 MAX_ACTIVE_PER_USER = "1000000"
 
 
+def default_concurrency() -> int:
+    """Threads per worker process when neither `--concurrency` nor the variable is set
+    (the stack's processes inherit no `JARVIS_` variable)."""
+    from jarvis_agents.config import Settings
+
+    return Settings.from_env({}).worker_concurrency
+
+
 @dataclass
 class ModelServer:
     process: Process
@@ -234,12 +242,19 @@ class Stack:
     def start_worker(
         self, model: ModelServer, *, concurrency: int | None = None, name: str = "worker"
     ) -> Process:
+        return self.start_workers(model, concurrency=concurrency, names=[name])[0]
+
+    def start_workers(
+        self, model: ModelServer, *, names: list[str], concurrency: int | None = None
+    ) -> list[Process]:
+        """`jarvis-agents worker` processes, started together, returned once all are ready."""
         args = [sys.executable, "-m", "jarvis_agents.cli", "worker"]
         if concurrency is not None:
             args += ["--concurrency", str(concurrency)]
-        process = self._start(name, args, env=self.env(OLLAMA_HOST=model.url))
-        process.wait_for("ready.", timeout_s=90)
-        return process
+        processes = [self._start(name, args, env=self.env(OLLAMA_HOST=model.url)) for name in names]
+        for process in processes:
+            process.wait_for("ready.", timeout_s=90)
+        return processes
 
     def create_user(self, name: str) -> tuple[uuid.UUID, str]:
         """A user straight in the database (as `jarvis-agents users create` does)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jarvis_agents.config import Settings
 from tests.conftest import PG_ADMIN_URL, ROOT, cli_env
 
 pytestmark = pytest.mark.integration
@@ -64,17 +65,26 @@ def test_quick_bench_runs_every_scenario_to_completion(
 
     overhead = results["overhead"]
     agents = overhead["sizes"]["agents"]
-    (throughput,) = overhead["throughput"]
-    assert throughput["completed"] == agents
-    assert throughput["overhead_n"] == 4 * agents  # 4 iterations clocked per agent
+    # The throughput phase runs on 1 worker process and on one per core.
+    workers = sorted({1, os.cpu_count() or 1})
+    assert overhead["sizes"]["workers"] == workers
+    assert sorted(int(n) for n in overhead["throughput"]) == workers
+    for n, (run,) in overhead["throughput"].items():
+        assert run["workers"] == int(n)
+        assert run["completed"] == agents
+        assert run["overhead_n"] == 4 * agents  # 4 iterations clocked per agent
+        assert run["cpu_ms_per_agent_workers"] > 0
+    throughput = overhead["throughput"][str(workers[-1])][0]
     (first,) = overhead["first_event"]
     assert first["completed"] == overhead["sizes"]["first_event_samples"]
     (create,) = overhead["create"]
     assert create["errors"] == 0 and create["n"] > 0
 
     concurrency = results["concurrency"]
-    (tuned,) = concurrency["tuned"]
-    assert tuned["completed"] == concurrency["sizes"]["agents"]
+    (io,) = concurrency["runs"]
+    assert io["completed"] == concurrency["sizes"]["agents"]
+    assert concurrency["setting"] == "default"
+    assert concurrency["worker_concurrency"] == Settings.from_env({}).worker_concurrency
 
     fanout = results["fanout"]
     for shape in ("spread", "hot"):
@@ -88,7 +98,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         throughput["overhead_p99_ms"],
         first["p50_ms"],
         create["p99_ms"],
-        tuned["makespan_s"],
+        io["makespan_s"],
         fanout["spread"][0]["p99_ms"],
     ]
     assert all(isinstance(n, float) and math.isfinite(n) and n > 0 for n in numbers)
@@ -102,3 +112,4 @@ def test_quick_bench_runs_every_scenario_to_completion(
         "## 3. SSE fan-out",
     ):
         assert heading in text
+    assert "| metric | 1 worker process |" in text  # a column per number of worker processes
