@@ -54,6 +54,20 @@ _APPEND_STEPS = _GUARDED_STEPS.format(guard=(
     " WHERE id = %(id)s AND status = 'RUNNING' AND attempt = %(attempt)s"
 ))
 
+# The claim's compare-and-set, PENDING → RUNNING under the next attempt, with the row back.
+_CLAIM = (
+    "UPDATE agents SET status = 'RUNNING', attempt = attempt + 1,"
+    " started_at = coalesce(started_at, %(now)s), heartbeat_at = %(now)s,"
+    " updated_at = %(now)s, task_id = %(task_id)s"
+    f" WHERE id = %(id)s AND status = 'PENDING' RETURNING {', '.join(AGENT_COLUMNS)}"
+)
+
+STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms")
+_STEPS_AFTER = (
+    f"SELECT {', '.join(STEP_COLUMNS)} FROM agent_steps"
+    " WHERE agent_id = %(id)s AND seq > %(seq)s ORDER BY seq"
+)
+
 _HEARTBEAT = (
     "UPDATE agents SET heartbeat_at = %(now)s WHERE status = 'RUNNING'"
     " AND (id, attempt) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]))"
@@ -169,6 +183,25 @@ class PostgresStatements:
 
         row = _once_more_if_dropped(run)
         return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
+
+    def claim(self, agent_id: uuid.UUID, *, task_id: str | None) -> dict[str, Any] | None:
+        """The claim's compare-and-set; the agent's row when it won, None otherwise."""
+        params = {"id": agent_id, "task_id": task_id, "now": utcnow()}
+        with self.cursor() as cursor:
+            cursor.execute(_CLAIM, params)
+            row = cursor.fetchone()
+        return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
+
+    def steps_after(self, agent_id: uuid.UUID, seq: int) -> list[dict[str, Any]]:
+        """The agent's step rows after `seq`, in order (a read: retried on a dropped connection)."""
+        params = {"id": agent_id, "seq": seq}
+
+        def run() -> list[Any]:
+            with self.cursor() as cursor:
+                cursor.execute(_STEPS_AFTER, params)
+                return cursor.fetchall()
+
+        return [dict(zip(STEP_COLUMNS, row, strict=True)) for row in _once_more_if_dropped(run)]
 
     def append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int

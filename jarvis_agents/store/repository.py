@@ -248,6 +248,9 @@ class Repository:
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
         """PENDING → RUNNING under a new attempt; None when someone else got there first."""
+        if self._pg is not None:
+            claimed = self._pg.claim(agent_id, task_id=task_id)
+            return _agent(claimed) if claimed else None
         now = utcnow()
         with self._one_statement() as conn:
             row = conn.execute(
@@ -366,6 +369,8 @@ class Repository:
             ).rowcount == 1
 
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
+        if self._pg is not None:
+            return [_step(row) for row in self._pg.steps_after(agent_id, seq)]
         rows = self._read(
             select(steps_table)
             .where(steps_table.c.agent_id == agent_id, steps_table.c.seq > seq)
