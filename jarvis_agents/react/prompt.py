@@ -9,7 +9,7 @@ including after a resume on another worker, and must get the same messages back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from itertools import groupby
 from string import Template
@@ -46,13 +46,23 @@ def _template() -> Template:
     return Template(text)
 
 
-def _describe(tool: Tool) -> str:
-    return f"- {tool.name}: {tool.description.strip()}\n  Input format: {tool.input_hint.strip()}"
-
-
 def render_system_prompt(tools: Sequence[Tool]) -> str:
     """The system prompt with every tool's name, description and input hint, in order."""
-    listing = "\n".join(_describe(tool) for tool in tools) if tools else _NO_TOOLS
+    return _rendered(tuple((tool.name, tool.description, tool.input_hint) for tool in tools))
+
+
+@lru_cache(maxsize=64)
+def _rendered(tools: tuple[tuple[str, str, str], ...]) -> str:
+    # Keyed on the text that goes into the prompt, so a tool whose description changes
+    # gets a new prompt; an agent's iterations (and most agents) share one rendering.
+    listing = (
+        "\n".join(
+            f"- {name}: {description.strip()}\n  Input format: {hint.strip()}"
+            for name, description, hint in tools
+        )
+        if tools
+        else _NO_TOOLS
+    )
     return _template().substitute(tools=listing).rstrip() + "\n"
 
 
