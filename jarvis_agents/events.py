@@ -2,12 +2,19 @@
 
 The database is the record; pub/sub only makes it live. A publish that fails is
 logged and dropped: subscribers catch up from the database (SSE replay by `seq`).
+
+The worker's publishes (`publish_steps`, with or without the status that follows
+them) are combined: one published while no round trip is out goes at once, and the
+ones published meanwhile share the next round trip, so under load the events of
+many agents go in one pipeline (see `_Sender`). The API's publishes
+(`publish_status`, `publish_cancel`) are sent on their own, as before.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import threading
 import uuid
@@ -73,7 +80,8 @@ class Message:
 
 
 class EventBus(Protocol):
-    def publish_steps(self, agent: Agent, steps: Sequence[Step]) -> None: ...
+    def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
+        """Publish step events, then with `status` the agent's status; maybe in the background."""
     def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
         """Publish a status change; with `push`, also queue that message (see RedisEventBus)."""
     def publish_cancel(self, agent_id: uuid.UUID) -> None: ...
@@ -84,13 +92,38 @@ class RedisEventBus:
 
     def __init__(self, redis_client: Any) -> None:
         self.redis = redis_client
+        self._sender: _Sender | None = None
+        self._sender_lock = threading.Lock()
 
-    def publish_steps(self, agent: Agent, steps: Sequence[Step]) -> None:
+    def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
+        """Publish the step events (and with `status` the status after them), in order.
+
+        Sent before this returns unless another round trip is out, in which case they
+        ride in the next one (sent by that thread). `flush()` waits until everything
+        published so far has been sent.
+        """
         channel = AGENT_CHANNEL.format(agent.id)
-        pipe = self.redis.pipeline(transaction=False)
-        for step in steps:
-            pipe.publish(channel, _encode("step", step_event(agent.id, step)))
-        self._send(pipe, agent.id)
+        messages = [(channel, _encode("step", step_event(agent.id, step))) for step in steps]
+        if status:
+            payload = _encode("status", status_event(agent))
+            messages.append((channel, payload))
+            messages.append((USER_CHANNEL.format(agent.user_id), payload))
+        if messages:
+            self._background().put(messages)
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait until the events queued so far are sent (or dropped); False on timeout."""
+        sender = self._sender
+        return True if sender is None else sender.flush(timeout_s)
+
+    def _background(self) -> _Sender:
+        sender = self._sender
+        if sender is None or sender.pid != os.getpid():  # none yet, or inherited by a fork
+            with self._sender_lock:
+                sender = self._sender
+                if sender is None or sender.pid != os.getpid():
+                    sender = self._sender = _Sender(self.redis)
+        return sender
 
     def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
         """Publish a status change; with `push`, LPUSH it too, in the same round trip.
@@ -148,9 +181,11 @@ class MemoryEventBus:
             for q in self._queues:
                 q.put(message)
 
-    def publish_steps(self, agent: Agent, steps: Sequence[Step]) -> None:
+    def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
         for step in steps:
             self._put(Message(AGENT_CHANNEL.format(agent.id), "step", step_event(agent.id, step)))
+        if status:
+            self.publish_status(agent)
 
     def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
         self._put(Message(AGENT_CHANNEL.format(agent.id), "status", status_event(agent)))
@@ -161,6 +196,97 @@ class MemoryEventBus:
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         self._put(Message(CONTROL_CHANNEL, "cancel", {"agent_id": str(agent_id)}))
+
+
+_Batch = list[tuple[str, str]]  # (channel, payload) in publishing order
+
+# Past this many batches waiting (Redis down or hung for a long time), new ones are
+# dropped instead of growing the worker's memory: the database keeps every step.
+MAX_BACKLOG = 100_000
+
+# Round trips a publishing agent thread makes for the batches that queued up behind
+# its own before it hands the rest to the sender thread and goes back to its agent.
+LEADER_ROUNDS = 2
+
+
+class _Sender:
+    """Sends batches in order, every batch waiting at that moment in one round trip.
+
+    Whoever publishes while no round trip is out sends at once, on its own thread:
+    one agent alone pays no thread switch (waking another thread here costs up to a
+    GIL switch interval, 5 ms, while the agent's thread runs on). Batches published
+    while a round trip is out are queued and go in the next one, so under load the
+    events of many agents share a round trip. A thread that has sent LEADER_ROUNDS
+    round trips passes what is still queued to the sender thread instead of working
+    for the other agents indefinitely.
+    """
+
+    def __init__(self, redis_client: Any) -> None:
+        self.redis = redis_client
+        self.pid = os.getpid()
+        self._pending: list[_Batch] = []
+        self._busy = False  # a thread is sending; it will also send what is pending
+        self._changed = threading.Condition(threading.Lock())
+        self._handoff = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._dropped = 0
+
+    def put(self, batch: _Batch) -> None:
+        with self._changed:
+            if len(self._pending) >= MAX_BACKLOG:
+                self._dropped += 1
+                if self._dropped % 1000 == 1:
+                    log.warning("Redis is not taking events; dropped %s batches so far",
+                                self._dropped)
+                return
+            self._pending.append(batch)
+            if self._busy:
+                return
+            self._busy = True
+        if not self._drain(LEADER_ROUNDS):
+            self._hand_off()
+
+    def flush(self, timeout_s: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._busy and not self._pending, timeout_s)
+
+    def _drain(self, rounds: int | None) -> bool:
+        """Send until nothing is pending (True) or `rounds` round trips are done (False)."""
+        sent = 0
+        while rounds is None or sent < rounds:
+            with self._changed:
+                batches, self._pending = self._pending, []
+                if not batches:
+                    self._busy = False
+                    self._changed.notify_all()
+                    return True
+            self._send([message for batch in batches for message in batch])
+            sent += 1
+        return False
+
+    def _hand_off(self) -> None:
+        with self._changed:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="jarvis-event-sender", daemon=True
+                )
+                self._thread.start()
+        self._handoff.set()
+
+    def _run(self) -> None:
+        while True:
+            self._handoff.wait()
+            self._handoff.clear()
+            self._drain(None)
+
+    def _send(self, messages: _Batch) -> None:
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for channel, payload in messages:
+                pipe.publish(channel, payload)
+            pipe.execute()
+        except Exception as exc:  # noqa: BLE001 - the database already holds the events
+            log.warning("could not publish %s events: %s", len(messages), exc)
 
 
 def _encode(kind: str, data: dict[str, Any]) -> str:

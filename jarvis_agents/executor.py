@@ -266,8 +266,7 @@ class Executor:
             self.timings.step(row.type.value)
         if done.duration_ms is not None:
             self.timings.agent(done.status.value, done.duration_ms / 1000)
-        self.events.publish_steps(done, rows)
-        self.events.publish_status(done)
+        self.events.publish_steps(done, rows, status=True)  # the status after its steps
         if self.on_finished is not None:
             self.on_finished(done)
         return done

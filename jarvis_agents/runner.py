@@ -63,7 +63,7 @@ class AgentRunner:
         # read before it. Only when it fails does the agent's status say why.
         agent = self.repository.claim(agent_id, task_id=task_id)
         if agent is not None:
-            self.events.publish_status(agent)
+            self.events.publish_steps(agent, (), status=True)  # RUNNING, off this thread
         else:
             current = self.repository.get(agent_id)
             if current is None:
@@ -157,6 +157,9 @@ class AgentRunner:
         self._stop_all()
         for thread in self._threads:
             thread.join(timeout=5)
+        flush = getattr(self.events, "flush", None)
+        if flush is not None:  # events still queued for Redis go out before the exit
+            flush(2.0)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
