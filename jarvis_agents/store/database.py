@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import select
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,21 @@ def _has_input(dbapi_connection: Any) -> bool:
     """True when the server wrote to a connection nobody is reading: it closed it, as a rule."""
     if dbapi_connection.closed:
         return True
-    # poll(), not select(): select() refuses file descriptors past 1023.
-    poller = select.poll()
+    # poll(), not select(): select() refuses file descriptors past 1023. The unpatched
+    # poll: gevent's would start watchers and a timer and pass through its hub.
+    poller = _os_poll()()
     poller.register(dbapi_connection.fileno(), select.POLLIN)
     return bool(poller.poll(0))
+
+
+@cache
+def _os_poll() -> Any:
+    """select.poll as the OS has it, even where gevent patched the module (the API)."""
+    try:
+        from gevent.monkey import get_original
+    except ImportError:  # pragma: no cover - gevent comes with the API
+        return select.poll
+    return get_original("select", "poll")
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
