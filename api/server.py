@@ -110,6 +110,7 @@ class JarvisWorker(GeventWorker):
             super().patch()
         make_psycopg2_green()
         _json_protocol_errors()
+        _one_send_responses()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         # Nagle's algorithm holds small writes (an SSE event, a small JSON answer)
@@ -200,6 +201,44 @@ def _json_protocol_errors() -> None:
         util.write_nonblock(sock, head + body)
 
     util.write_error = write_error
+
+
+def _one_send_responses() -> None:
+    """Send a response's head and its whole body in one send(), not two (see below)."""
+    from gunicorn.http import wsgi
+
+    wsgi.Response = one_send_response_class()
+
+
+def one_send_response_class() -> type:
+    """gunicorn's Response, writing the head together with a body that is the whole response.
+
+    gunicorn writes the status line and headers, then the body: two system calls and
+    two TCP segments for every JSON answer, each waking the client. A body that is
+    the whole response (a Content-Length, one write) now goes with its head; streams,
+    chunked bodies and HEAD answers take gunicorn's own path.
+    """
+    from gunicorn import util
+    from gunicorn.http import wsgi
+
+    class OneSendResponse(wsgi.Response):  # type: ignore[misc,name-defined]
+        def write(self, arg: bytes) -> None:
+            if (
+                self.headers_sent or self.chunked or self._omits_body
+                or self.response_length is None or not isinstance(arg, bytes)
+                or len(arg) != self.response_length or self.sent
+            ):
+                super().write(arg)
+                return
+            # gunicorn's send_headers, with the body appended.
+            head = self.default_headers()
+            head.extend(f"{name}: {value}\r\n" for name, value in self.headers)
+            head.append("\r\n")
+            self.headers_sent = True
+            self.sent = len(arg)
+            util.write(self.sock, util.to_bytestring("".join(head), "latin-1") + arg)
+
+    return OneSendResponse
 
 
 def _check_port(host: str, port: int) -> None:
