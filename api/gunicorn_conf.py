@@ -3,6 +3,11 @@
 The same settings `jarvis-agents api` uses (`api.server.options`): one gevent worker
 holding thousands of SSE streams, TCP_NODELAY, no worker timeout. Scale out with
 more processes or machines behind a load balancer, not with more workers here.
+
+No access log by default, as under `jarvis-agents api`: a line per request costs
+the single worker CPU on every request. Turn it on without editing this file:
+`gunicorn -c python:api.gunicorn_conf --access-logfile - api.wsgi:app`, or
+`GUNICORN_CMD_ARGS="--access-logfile -"` (the command line wins over this file).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ graceful_timeout = _settings["graceful_timeout"]
 keepalive = _settings["keepalive"]
 backlog = _settings["backlog"]
 limit_request_line = _settings["limit_request_line"]
-accesslog = "-"
+accesslog = _settings["accesslog"]
 errorlog = "-"
 loglevel = "info"
 post_worker_init = _settings["post_worker_init"]
