@@ -1,15 +1,16 @@
 """The Ollama adapter: a ChatModel over Ollama's `/api/chat`, streamed and interruptible.
 
 The reply is streamed (`"stream": true`) so that a cancellation or the step
-deadline takes effect mid-reply. The blocking HTTP read runs on a pooled daemon
-thread (`DaemonPool`) that hands the whole reply, or its failure, to a queue; the
-calling thread blocks on that queue until the step deadline. A `StopSignal`'s
-`wake()` puts a wake-up item on the queue, so a cancellation is seen at once
-without polling; any other `should_stop` is polled every 100 ms. That is the only
-way to interrupt a synchronous read that may be silent for seconds (a model loading
-before its first token) without closing a socket under another thread's feet. An
-abandoned read notices the abandonment at its next chunk, or gives up at the read
-timeout, and closes its response on the way out.
+deadline takes effect mid-reply. It is read on the calling thread: handing the
+read to another thread and waiting for it cost a thread switch each way per model
+call (CPU, and up to a GIL switch interval of latency under load). What may
+interrupt a read that is silent for seconds (a model loading before its first
+token) comes from outside: a `StopSignal`'s `wake()` (a cancellation, a shutdown)
+and, for conditions nobody wakes for, a watchdog thread that polls them every
+`poll_s` (100 ms for a plain callable), both of which shut the connection's socket
+down (`_Call.abandon`) so the blocked read returns at once. No read waits past the
+step deadline (its timeout ends there), and a reply that trickles is checked
+against the deadline and the cancellation between chunks.
 
 Why the stream is read with httpx clients made like the `ollama` client's own, and
 `json.loads` per line, rather than `Client.chat(stream=True)`: that builds a pydantic
@@ -27,17 +28,18 @@ timeouts, HTTP 5xx and 429, a stream cut short) are retried by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import queue
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, Self, TypedDict
+from typing import Self, TypedDict
 
 import httpx
 import ollama
@@ -46,18 +48,14 @@ from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable, StepTimeout
 from jarvis_agents.llm.base import ChatMessage, StopSignal
 from jarvis_agents.llm.connections import ClientLender
-from jarvis_agents.llm.daemon_pool import DaemonPool
 from jarvis_agents.retry import TransientModelError, model_call_policy
 
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.1  # the Protocol's promise: Cancelled or StepTimeout within ~100 ms
 
-# One pool per process: the reads of every adapter instance share its idle threads.
-_READERS = DaemonPool("ollama-stream")
-
-_Item = tuple[Literal["done", "error", "wake"], str | Exception | None]
-_WAKE: _Item = ("wake", None)
+# A read timeout that ends at the step deadline should find the deadline passed.
+_DEADLINE_MARGIN_S = 0.005
 
 
 class PingResult(TypedDict):
@@ -114,14 +112,104 @@ class _Interrupts:
                 woken.wait(self.wait_s(end))
 
 
-class _Stream:
-    """One streaming attempt, shared by the calling thread and its reader thread."""
+class _Call:
+    """One attempt, read on the caller's thread, and the way to cut it from another.
+
+    `abandon()` (a cancellation's wake-up, or the watchdog) shuts the connection's
+    socket down: the read blocked on it returns at once, on the reading thread,
+    which then raises Cancelled. shutdown() rather than close(): the descriptor stays
+    the socket's until its owner closes it, so no other connection can be hit.
+    """
 
     def __init__(self) -> None:
-        # Only the outcome and wake-ups travel through the queue, not each chunk:
-        # a thread switch per chunk is CPU the caller does not need.
-        self.items: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self.abandoned = threading.Event()
+        self.abandoned = False
+        self._stream: object | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, stream: object | None) -> None:
+        """The network stream the request goes out on (set before the read, and on connect)."""
+        if stream is None:
+            return
+        with self._lock:
+            self._stream = stream
+            if not self.abandoned:
+                return
+        _shut(stream)
+
+    def abandon(self) -> None:
+        with self._lock:
+            if self.abandoned:
+                return
+            self.abandoned = True
+            stream = self._stream
+        if stream is not None:
+            _shut(stream)
+
+
+def _shut(stream: object) -> None:
+    sock = stream.get_extra_info("socket")  # type: ignore[attr-defined]
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One thread that looks at the stop conditions nobody wakes for, every poll_s."""
+
+    def __init__(self) -> None:
+        self._calls: dict[_Call, tuple[Callable[[], bool], float]] = {}
+        self._changed = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def watching(self, call: _Call, interrupts: _Interrupts) -> Iterator[None]:
+        if interrupts.poll_s is None:  # a StopSignal that wakes for all its conditions
+            yield
+            return
+        with self._changed:
+            self._calls[call] = (interrupts.should_stop, interrupts.poll_s)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ollama-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._calls.pop(call, None)
+
+    def _run(self) -> None:
+        next_look: dict[_Call, float] = {}
+        while True:
+            with self._changed:
+                while not self._calls:
+                    next_look.clear()
+                    self._changed.wait()
+                now = time.monotonic()
+                due = []
+                for call, (should_stop, poll_s) in self._calls.items():
+                    at = next_look.setdefault(call, now + poll_s)
+                    if at <= now:
+                        due.append((call, should_stop))
+                        next_look[call] = now + poll_s
+                for call in [c for c in next_look if c not in self._calls]:
+                    del next_look[call]
+                wait_s = max(min(next_look.values()) - now, 0.001) if next_look else None
+            for call, should_stop in due:
+                try:
+                    stop = should_stop()
+                except Exception:  # a broken condition must not end the watchdog
+                    logger.exception("a should_stop condition failed")
+                    continue
+                if stop:
+                    call.abandon()
+            with self._changed:
+                if not due:
+                    self._changed.wait(wait_s)
+
+
+_WATCHDOG = _Watchdog()
 
 
 class OllamaChatModel:
@@ -215,50 +303,70 @@ class OllamaChatModel:
     def _attempt(
         self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts
     ) -> str:
-        stream = _Stream()
+        """One streamed request, read on this thread; a cancel shuts its socket down."""
         body = {"model": model, "messages": payload, "stream": True, "options": {"stop": stop}}
-        try:
-            with interrupts.waking(lambda: stream.items.put(_WAKE)):
-                _READERS.submit(self._stream_into, stream, body)
-                while True:
-                    interrupts.check()
-                    try:
-                        kind, value = stream.items.get(timeout=interrupts.wait_s(interrupts.deadline))
-                    except queue.Empty:
-                        continue
-                    if kind == "done":
-                        return str(value)
-                    if isinstance(value, Exception):
-                        raise value
-        finally:
-            # On success the reader has already reported; otherwise this tells it to
-            # drop the stream at its next chunk instead of reading the whole reply.
-            stream.abandoned.set()
+        call = _Call()
 
-    def _stream_into(self, stream: _Stream, body: dict[str, object]) -> None:
-        """Reader thread body: never raises, reports the outcome through the queue."""
-        try:
-            with self._connections.lend() as http, http.stream(
-                "POST", "/api/chat", json=body
+        def woken() -> None:
+            if interrupts.should_stop():
+                call.abandon()
+
+        with interrupts.waking(woken), _WATCHDOG.watching(call, interrupts):
+            interrupts.check()
+            try:
+                reply = self._read(call, body, interrupts)
+            except Exception as exc:
+                if call.abandoned:  # only ever for a should_stop() seen True
+                    raise Cancelled("the agent was cancelled while waiting for the model") from None
+                if time.monotonic() >= interrupts.deadline:
+                    interrupts.check()
+                if isinstance(exc, ModelError):
+                    raise
+                classified = self._classify(exc, model)
+                raise classified from exc
+            if reply is None:  # abandoned, or the deadline passed, between two chunks
+                if not call.abandoned:
+                    interrupts.check()
+                raise Cancelled("the agent was cancelled while waiting for the model")
+            return reply
+
+    def _read(self, call: _Call, body: dict[str, object], interrupts: _Interrupts) -> str | None:
+        deadline = interrupts.deadline
+
+        def quit_now() -> bool:
+            return call.abandoned or time.monotonic() >= deadline
+
+        with self._connections.lend() as http:
+
+            def trace(event: str, info: dict[str, object]) -> None:
+                # A new connection (the first, or after the server closed the last):
+                # remember its stream for this client's later calls, and attach it.
+                if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                    stream = info.get("return_value")
+                    http._jarvis_stream = stream  # type: ignore[attr-defined]
+                    call.attach(stream)
+
+            call.attach(getattr(http, "_jarvis_stream", None))
+            # No read waits past the step deadline: a silent server ends in a timeout then.
+            left_s = max(deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
+            timeout = httpx.Timeout(
+                min(self.read_timeout_s, left_s), connect=min(self.connect_timeout_s, left_s)
+            )
+            with http.stream(
+                "POST", "/api/chat", json=body, timeout=timeout, extensions={"trace": trace}
             ) as response:
                 if not response.is_success:
                     response.read()
                     raise ollama.ResponseError(response.text, response.status_code)
                 chunks = response.iter_bytes()
-                reply = _read_reply(chunks, stream.abandoned)
+                reply = _read_reply(chunks, quit_now)
                 if reply is None:
-                    return  # abandoned: nobody is waiting
-                stream.items.put(("done", reply))
+                    return None
                 # Read the stream to its end (normally just the terminating chunk) so
                 # the connection goes back to the pool instead of being closed.
                 for _ in chunks:
-                    if stream.abandoned.is_set():
-                        break
-        except Exception as exc:  # noqa: BLE001 - every failure is classified for the caller
-            if not stream.abandoned.is_set():
-                classified = self._classify(exc, str(body["model"]))
-                classified.__cause__ = exc
-                stream.items.put(("error", classified))
+                    pass
+                return reply
 
     # --- errors ----------------------------------------------------------------------
 
@@ -323,16 +431,16 @@ def _with_tag(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
-def _read_reply(chunks: Iterator[bytes], abandoned: threading.Event) -> str | None:
+def _read_reply(chunks: Iterator[bytes], quit_now: Callable[[], bool]) -> str | None:
     """The reply's text from Ollama's NDJSON stream, up to its `done` line.
 
-    None once `abandoned` is set. Raises ollama.ResponseError for an {"error": …}
+    None once `quit_now()` says so (looked at before each chunk). Raises ollama.ResponseError for an {"error": …}
     line and TransientModelError when the stream ends before its `done` line.
     """
     parts: list[str] = []
     pending = b""
     for data in chunks:
-        if abandoned.is_set():
+        if quit_now():
             return None
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:

@@ -21,7 +21,6 @@ from jarvis_agents.errors import (
     ModelUnavailable,
     StepTimeout,
 )
-from jarvis_agents.llm import ollama as ollama_module
 from jarvis_agents.llm.base import ChatMessage, StopSignal
 from jarvis_agents.llm.ollama import OllamaChatModel
 from tests.support.fake_ollama import FakeOllama
@@ -129,6 +128,27 @@ def test_a_stop_signal_wakes_a_silent_model_call_without_polling(
     assert len(looks) <= 3  # once before the wait, once when woken: not ten times a second
 
 
+def test_a_wake_cuts_a_silent_call_on_a_kept_alive_connection(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    assert ask(model) == REPLY  # the connection is open and pooled now
+    fake.latency_s = 10.0
+    cancelled = threading.Event()
+    signal = StopSignal(cancelled.is_set, poll_s=None)
+
+    def cancel() -> None:
+        cancelled.set()
+        signal.wake()
+
+    threading.Timer(0.3, cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        ask(model, should_stop=signal)
+    assert time.monotonic() - started < 0.5
+    fake.latency_s = 0.0
+    assert ask(model) == REPLY  # the cut connection is replaced
+
+
 def test_a_stop_signal_still_polls_what_cannot_wake_it(
     fake: FakeOllama, model: OllamaChatModel
 ) -> None:
@@ -163,7 +183,7 @@ def test_the_step_deadline_mid_reply_is_a_step_timeout(
 # --- failures ------------------------------------------------------------------------
 
 
-def test_calls_reuse_one_connection_and_one_reader_thread(
+def test_calls_reuse_one_connection_and_read_on_the_callers_thread(
     fake: FakeOllama, model: OllamaChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     connects: list[object] = []
@@ -174,12 +194,16 @@ def test_calls_reuse_one_connection_and_one_reader_thread(
         connect(sock, address)
 
     monkeypatch.setattr(socket.socket, "connect", counting)
-    threads_before = ollama_module._READERS.threads
+    def others() -> set[str]:  # the client's threads, but the one polling plain should_stop()s
+        return {t.name for t in threading.enumerate()
+                if t.name != "ollama-watchdog" and "process_request" not in t.name}
+
+    threads_before = others()
     for _ in range(5):
         assert ask(model) == REPLY
     # The reply is read to its end, so the connection goes back to the pool.
     assert len(connects) == 1
-    assert ollama_module._READERS.threads <= threads_before + 1
+    assert others() == threads_before
 
 
 def test_server_errors_are_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
@@ -341,8 +365,11 @@ def test_a_cancelled_reply_leaves_no_read_behind_for_long(
 ) -> None:
     fake.responder = lambda request: " ".join(["word"] * 50)
     fake.chunk_delay_s = 0.05
+    started = time.monotonic()
     with pytest.raises(Cancelled):
         ask(model, should_stop=flips_after(0.1))
-    time.sleep(0.2)  # the reader drops the stream at its next chunk
-    assert ollama_module._READERS.busy == 0
+    assert time.monotonic() - started < 0.3  # the read was cut, not drained
     assert len(fake.requests) == 1
+    fake.responder = lambda request: REPLY
+    fake.chunk_delay_s = 0.0
+    assert ask(model) == REPLY  # on a fresh connection
