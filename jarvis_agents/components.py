@@ -74,7 +74,9 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks import WebhookSender
 
-    repository = open_repository(settings, pool_size=min(50, settings.worker_concurrency // 2 + 5))
+    # Statements take well under a millisecond: 20 connections serve 200 agents, and a
+    # worker process stays within 30 of PostgreSQL's default max_connections of 100.
+    repository = open_repository(settings, pool_size=min(20, settings.worker_concurrency // 4 + 5))
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
     events = RedisEventBus(redis)
     tools = ToolRegistry.default(settings)

@@ -40,7 +40,9 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
     engine = create_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size * 2,
+        # A burst may borrow half again; past that, callers wait for a connection
+        # (pool_timeout) rather than push PostgreSQL past its max_connections.
+        max_overflow=pool_size // 2,
         pool_timeout=30,
         # Not pool_pre_ping: a round trip on every checkout; see _check_on_checkout.
         pool_pre_ping=False,
