@@ -82,7 +82,9 @@ class AgentRunner:
         token = current_agent_id.set(str(agent.id))
         log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
-            self.executor.run(agent, should_stop=signal)
+            ended = self.executor.run(agent, should_stop=signal)
+            if ended is not None:
+                log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
         finally:
             with self._lock:
                 self._running.pop(agent.id, None)

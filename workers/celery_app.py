@@ -24,6 +24,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import QueuePush
+from workers.broker import TRANSPORT
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ def create_celery(settings: Settings) -> Celery:
         },
         worker_cancel_long_running_tasks_on_connection_loss=False,
     )
+    if urlsplit(str(app.conf.broker_url)).scheme == "redis":
+        app.conf.broker_transport = TRANSPORT  # kombu's, minus a client per task
     return app
 
 

@@ -73,7 +73,13 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
 
     if concurrency is not None:
         settings = settings.with_overrides(worker_concurrency=concurrency)
-    configure_logging(json_lines=settings.log_json, level=getattr(logging, loglevel.upper(), logging.INFO))
+    level = getattr(logging, loglevel.upper(), logging.INFO)
+    configure_logging(json_lines=settings.log_json, level=level)
+    if level > logging.DEBUG:
+        # Celery's "Task … received" / "succeeded" lines repeat, per agent, what the
+        # runner logs with the agent's id; two formatted lines per agent cost CPU.
+        for name in ("celery.worker.strategy", "celery.app.trace"):
+            logging.getLogger(name).setLevel(max(level, logging.WARNING))
     if settings.worker_metrics_port:
         # Planning, tool and agent latency histograms live in the worker process.
         start_http_server(settings.worker_metrics_port)
