@@ -21,7 +21,7 @@ from sqlalchemy import Engine, Executable
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError
 
-from jarvis_agents.lifecycle import ACTIVE, AgentStatus, Step, utcnow
+from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
 from jarvis_agents.store.models import AgentRow
 
 T = TypeVar("T")
@@ -73,24 +73,16 @@ _HEARTBEAT = (
     " AND (id, attempt) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]))"
 )
 
-# create_agent in three round trips, each a string psycopg2 sends at once: the user's
-# row lock (with the agent of the same idempotency key, if any), the count, the insert.
-# The count stays a statement of its own so that, started after the lock was granted,
-# it sees every create that committed while this one waited.
-_LOCK_USER = (
-    "BEGIN; SELECT " + ", ".join(f"earlier.{c}" for c in AGENT_COLUMNS) + " FROM users"
-    " LEFT JOIN agents AS earlier ON earlier.user_id = users.id"
-    " AND earlier.idempotency_key = %(idempotency_key)s"
-    " WHERE users.id = %(user_id)s FOR UPDATE OF users"
+# create_agent in one round trip: the function of migration 0002 locks the user's row,
+# then checks the idempotency key and the active limit and inserts, each step a
+# statement of its own that sees every create committed while it waited for the lock.
+# The row goes in as JSON, matched to the columns by name.
+_CREATE_AGENT = (
+    "SELECT jarvis_create_agent(json_populate_record(NULL::agents, %(agent)s), %(max_active)s)"
 )
-_COUNT_ACTIVE = (
-    "SELECT count(*) FROM (SELECT 1 FROM agents WHERE user_id = %(user_id)s AND status IN ("
-    + ", ".join(f"'{status.value}'" for status in sorted(ACTIVE))
-    + ") LIMIT %(max_active)s) AS active"
-)
-_INSERT_AGENT = (
-    f"INSERT INTO agents ({', '.join(AGENT_COLUMNS)})"
-    f" VALUES ({', '.join(f'%({c})s' for c in AGENT_COLUMNS)}); COMMIT"
+_BY_IDEMPOTENCY_KEY = (
+    f"SELECT {', '.join(AGENT_COLUMNS)} FROM agents"
+    " WHERE user_id = %(user_id)s AND idempotency_key = %(idempotency_key)s"
 )
 
 
@@ -246,23 +238,20 @@ class PostgresStatements:
         self, values: dict[str, Any], *, max_active: int | None
     ) -> tuple[dict[str, Any] | None, int | None]:
         """Insert the agent row `values` unless the user has one with its idempotency key
-        or has `max_active` agents active; returns (that earlier row, the active count)."""
-        if values["tools"] is not None:
-            values = {**values, "tools": json.dumps(values["tools"])}
+        or has `max_active` agents active; returns (that earlier row, the active count).
+
+        The count is returned only when it refused the agent: then it is `max_active`.
+        """
+        agent = json.dumps(values, default=str)  # UUIDs and timestamps as PostgreSQL reads them
         with self.cursor() as cursor:
-            cursor.execute(_LOCK_USER, values)
-            row = cursor.fetchone()
-            # Returning inside the transaction rolls it back (see cursor()).
-            if row is not None and row[0] is not None:
-                return dict(zip(AGENT_COLUMNS, row, strict=True)), None
-            active = None
-            if max_active is not None:
-                cursor.execute(_COUNT_ACTIVE, {**values, "max_active": max_active})
-                active = int(cursor.fetchone()[0])
-                if active >= max_active:
-                    return None, active
-            cursor.execute(_INSERT_AGENT, values)
-        return None, active
+            cursor.execute(_CREATE_AGENT, {"agent": agent, "max_active": max_active})
+            (outcome,) = cursor.fetchone()
+            if outcome == "repeat":  # committed: it stays there to be read
+                cursor.execute(_BY_IDEMPOTENCY_KEY, values)
+                return dict(zip(AGENT_COLUMNS, cursor.fetchone(), strict=True)), None
+        if outcome == "limited":
+            return None, max_active
+        return None, None
 
 
 def _once_more_if_dropped(read: Callable[[], T]) -> T:

@@ -30,8 +30,8 @@ def running(repository: Repository, user_id: uuid.UUID) -> Agent:
 
 def test_migrations_from_empty_are_idempotent(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    assert upgrade(url) == "0001"
-    assert upgrade(url) == "0001"
+    assert upgrade(url) == "0002"
+    assert upgrade(url) == "0002"
     engine = create_engine(url)
     assert {"users", "agents", "agent_steps"} <= set(inspect(engine).get_table_names())
     engine.dispose()
@@ -49,6 +49,21 @@ def test_create_get_and_user_scoping(repository: Repository) -> None:
     assert fetched.status is AgentStatus.PENDING and fetched.created_at.tzinfo is not None
     assert repository.get(agent.id, user_id=bob.id) is None
     assert repository.list_agents(bob.id) == ([], None)
+
+
+def test_a_created_agent_reads_back_exactly_as_given(repository: Repository) -> None:
+    """Every field survives the create (on PostgreSQL it travels as JSON to a function)."""
+    user, _ = repository.create_user("exact")
+    for agent in (
+        new_agent(user.id, "Ünïcode \"quotes\" \\ and 💡", tools=("calculate", "getTime"),
+                  webhook_url="https://example.com/hook?a=1", idempotency_key="k ü",
+                  request_hash="h" * 64),
+        new_agent(user.id, "no tools", tools=()),
+        new_agent(user.id, "defaults"),
+    ):
+        created, _ = repository.create_agent(agent, max_active=10)
+        assert created == agent
+        assert repository.get(agent.id) == agent
 
 
 def test_duplicate_user_is_a_conflict(repository: Repository) -> None:
