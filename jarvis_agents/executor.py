@@ -10,11 +10,6 @@ that runs inline (offline, bounded, safe to repeat: `calculate`, `getTime`, or a
 unknown name) is called before anything is written and its iteration is one write,
 [THINK, ACT, OBSERVE]: a crash before it leaves nothing, and the resumed attempt
 plans the iteration again.
-
-A step is published only after its commit, in `seq` order. The events of the write
-that ends an iteration are published once the next model request is on its way
-(the ChatModel's `on_sent`), so the Redis round trip overlaps the model's work
-instead of delaying the request; the end's status always follows every step.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol
 
@@ -88,9 +83,6 @@ class _State:
     next_step: int
     next_seq: int
     pending_act: Step | None  # an ACT whose OBSERVE was never written
-    # Rows committed but not yet published: the events of an iteration's last write go
-    # out once the next model request is on its way (see Executor._iterate).
-    unpublished: list[Step] = field(default_factory=list)
 
     @classmethod
     def rebuild(cls, steps: list[Step]) -> _State:
@@ -160,8 +152,6 @@ class Executor:
         except (Cancelled, StaleAttempt) as exc:
             log.info("agent %s attempt %s stopped: %s", agent.id, agent.attempt, exc)
             return None
-        finally:
-            self._publish(agent, state)  # committed rows are never left unpublished
 
     # --- one iteration ---------------------------------------------------------------
 
@@ -170,20 +160,11 @@ class Executor:
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
         messages = build_messages(agent.goal, tool_list, state.history)
         began = time.monotonic()
-
-        def sent() -> None:
-            # The last iteration's rows are committed; their events go out while the
-            # model works on this request instead of before it is sent.
-            self._publish(agent, state)
-
         try:
-            try:
-                reply = self.model.chat(
-                    messages, model=agent.model, stop=STOP_SEQUENCES,
-                    deadline=began + step_budget_s, should_stop=should_stop, on_sent=sent,
-                )
-            finally:
-                sent()  # a model that never sent (or ignores on_sent): publish now
+            reply = self.model.chat(
+                messages, model=agent.model, stop=STOP_SEQUENCES,
+                deadline=began + step_budget_s, should_stop=should_stop,
+            )
         except StepTimeout:
             if step_budget_s < self.limits.step_timeout_s:
                 return self._fail(
@@ -208,7 +189,7 @@ class Executor:
         if tools.runs_inline(act.tool or ""):
             # One commit and one publish instead of two: the call is safe to repeat.
             observation = self._call(tools, act, seq=act.seq + 1)
-            self._write(agent, state, [*rows, observation], step_count=act.step + 1, defer=True)
+            self._write(agent, state, [*rows, observation], step_count=act.step + 1)
             state.next_step = act.step + 1
             return None
         self._write(agent, state, rows, step_count=state.next_step + 1)
@@ -235,7 +216,7 @@ class Executor:
 
     def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step) -> None:
         observation = self._call(tools, act, seq=state.next_seq)
-        self._write(agent, state, [observation], step_count=act.step + 1, defer=True)
+        self._write(agent, state, [observation], step_count=act.step + 1)
         state.next_step = act.step + 1
         state.pending_act = None
 
@@ -250,31 +231,16 @@ class Executor:
 
     # --- persistence -----------------------------------------------------------------
 
-    def _write(
-        self, agent: Agent, state: _State, rows: list[Step], *, step_count: int, defer: bool = False
-    ) -> None:
-        """Commit `rows`, then publish them; with `defer`, at the next `_publish`.
-
-        A step is published only once committed, and in `seq` order: deferred rows
-        are published before anything written after them.
-        """
+    def _write(self, agent: Agent, state: _State, rows: list[Step], *, step_count: int) -> None:
         self.store.append_steps(agent.id, agent.attempt, rows, step_count=step_count)
         state.history.extend(rows)
         state.next_seq += len(rows)
         for row in rows:
             self.timings.step(row.type.value)
-        state.unpublished.extend(rows)
-        if not defer:
-            self._publish(agent, state)
-
-    def _publish(self, agent: Agent, state: _State) -> None:
-        if state.unpublished:
-            rows, state.unpublished = state.unpublished, []
-            self.events.publish_steps(agent, rows)
+        self.events.publish_steps(agent, rows)
 
     def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str) -> Agent | None:
         done = replace(agent.with_completed(answer), step_count=state.next_step + 1)
-        self._publish(agent, state)  # the earlier steps' events before the end's
         return self._end(agent, done, rows)
 
     def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str) -> Agent | None:
@@ -286,7 +252,6 @@ class Executor:
             agent.with_failed(error, stop_reason=reason),
             step_count=min(state.next_step, agent.max_steps),
         )
-        self._publish(agent, state)  # the earlier steps' events before the end's
         return self._end(agent, done, [row])
 
     def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:

@@ -24,11 +24,6 @@ class ChatModel(Protocol):
     `StopSignal` need not be polled that often: its `wake()` interrupts the wait.
     Raises ModelNotFound for an unknown model and ModelUnavailable once retries
     of transient failures are exhausted.
-
-    `on_sent`, if given, is called at most once, on the calling thread, as soon as
-    the request is on its way to the model (before its reply is awaited): the caller
-    uses that wait for work that need not delay the request (publishing the steps it
-    just committed). A call that fails before anything is sent may never call it.
     """
 
     def chat(
@@ -39,7 +34,6 @@ class ChatModel(Protocol):
         stop: Sequence[str],
         deadline: float,
         should_stop: Callable[[], bool],
-        on_sent: Callable[[], None] | None = None,
     ) -> str: ...
 
 

@@ -212,26 +212,6 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-class _Once:
-    """A chat's `on_sent`, run at most once however many attempts send the request.
-
-    Its failure is logged, not raised: it must not fail the request it rides on.
-    """
-
-    __slots__ = ("_callback",)
-
-    def __init__(self, callback: Callable[[], None] | None) -> None:
-        self._callback = callback
-
-    def __call__(self) -> None:
-        callback, self._callback = self._callback, None
-        if callback is not None:
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - see the docstring
-                logger.exception("on_sent failed")
-
-
 class OllamaChatModel:
     """ChatModel over an Ollama server (see `jarvis_agents.llm.base.ChatModel`)."""
 
@@ -299,11 +279,9 @@ class OllamaChatModel:
         stop: Sequence[str],
         deadline: float,
         should_stop: Callable[[], bool],
-        on_sent: Callable[[], None] | None = None,
     ) -> str:
         interrupts = _Interrupts(should_stop, deadline, deadline - time.monotonic())
         interrupts.check()
-        sent = _Once(on_sent)
         payload = [{"role": m.role, "content": m.content} for m in messages]
         stops = [s for s in stop if s]
         policy = model_call_policy(
@@ -318,8 +296,7 @@ class OllamaChatModel:
             for attempt in policy:
                 with attempt:
                     attempts += 1
-                    reply = self._attempt(payload, model=model, stop=stops, interrupts=interrupts,
-                                          sent=sent)
+                    reply = self._attempt(payload, model=model, stop=stops, interrupts=interrupts)
                     return _cut_at_stop(reply, stops)
         except TransientModelError as exc:
             raise ModelUnavailable(self._unavailable_message(exc, attempts)) from exc
@@ -328,8 +305,7 @@ class OllamaChatModel:
     # --- one attempt -----------------------------------------------------------------
 
     def _attempt(
-        self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts,
-        sent: _Once,
+        self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts
     ) -> str:
         """One streamed request, read on this thread; a cancel shuts its socket down."""
         body = {"model": model, "messages": payload, "stream": True, "options": {"stop": stop}}
@@ -342,7 +318,7 @@ class OllamaChatModel:
         with interrupts.waking(woken), _WATCHDOG.watching(call, interrupts):
             interrupts.check()
             try:
-                reply = self._read(call, body, interrupts, sent)
+                reply = self._read(call, body, interrupts)
             except Exception as exc:
                 if call.abandoned:  # only ever for a should_stop() seen True
                     raise Cancelled("the agent was cancelled while waiting for the model") from None
@@ -358,9 +334,7 @@ class OllamaChatModel:
                 raise Cancelled("the agent was cancelled while waiting for the model")
             return reply
 
-    def _read(
-        self, call: _Call, body: dict[str, object], interrupts: _Interrupts, sent: _Once
-    ) -> str | None:
+    def _read(self, call: _Call, body: dict[str, object], interrupts: _Interrupts) -> str | None:
         deadline = interrupts.deadline
 
         def quit_now() -> bool:
@@ -375,8 +349,6 @@ class OllamaChatModel:
                     stream = info.get("return_value")
                     http._jarvis_stream = stream  # type: ignore[attr-defined]
                     call.attach(stream)
-                elif event == "http11.send_request_body.complete":
-                    sent()  # the request is on the wire; the reply is not awaited yet
 
             call.attach(getattr(http, "_jarvis_stream", None))
             # No read waits past the step deadline: a silent server ends in a timeout then.

@@ -66,7 +66,6 @@ class ScriptedChatModel:
         stop: Sequence[str],
         deadline: float,
         should_stop: Callable[[], bool],
-        on_sent: Callable[[], None] | None = None,
     ) -> str:
         with self._lock:
             self.calls.append(list(messages))
@@ -74,8 +73,6 @@ class ScriptedChatModel:
             self.stops.append(tuple(stop))
             index = self._next
             self._next += 1
-        if on_sent is not None:  # "sent": the request is recorded, the wait begins
-            on_sent()
         delay = self._delay_s() if callable(self._delay_s) else self._delay_s
         self._wait(delay, deadline=deadline, should_stop=should_stop)
         reply = self._responder(messages) if self._responder is not None else self._take(index)

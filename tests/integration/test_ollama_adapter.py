@@ -83,34 +83,6 @@ def test_stop_sequences_are_sent_and_honoured(fake: FakeOllama, model: OllamaCha
     assert fake.requests[0]["options"]["stop"] == ["OBSERVATION:", "\nFINAL"]
 
 
-def test_on_sent_runs_once_after_the_request_is_sent_before_the_reply(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.latency_s = 0.3  # the reply comes 0.3 s after the request arrives
-    fake.fail_next(1, status=500)  # and a retried attempt sends it again
-    seen: list[tuple[int, float]] = []
-    started = time.monotonic()
-    reply = model.chat(
-        CONVERSATION, model="llama3.2", stop=("OBSERVATION:",),
-        deadline=time.monotonic() + 5, should_stop=lambda: False,
-        on_sent=lambda: seen.append((fake.call_count, time.monotonic() - started)),
-    )
-    assert reply == REPLY
-    assert len(seen) == 1  # once, whatever the attempts
-    assert seen[0][1] < 0.25  # while the first reply was still being awaited
-
-
-def test_a_failing_on_sent_does_not_fail_the_call(fake: FakeOllama, model: OllamaChatModel) -> None:
-    def boom() -> None:
-        raise RuntimeError("publish failed")
-
-    reply = model.chat(
-        CONVERSATION, model="llama3.2", stop=("OBSERVATION:",),
-        deadline=time.monotonic() + 5, should_stop=lambda: False, on_sent=boom,
-    )
-    assert reply == REPLY
-
-
 # --- interruption --------------------------------------------------------------------
 
 

@@ -132,61 +132,6 @@ def test_multi_tool_weather_and_time(tools: ToolRegistry) -> None:
     assert events.messages[-1].data["status"] == "COMPLETED"
 
 
-class PublishOrder(MemoryEventBus):
-    """Records, per published step, how many model requests had been sent by then."""
-
-    def __init__(self, model: ScriptedChatModel, store: MemoryStore) -> None:
-        super().__init__()
-        self.model, self.store = model, store
-        self.seen: list[tuple[int, int]] = []  # (seq, model calls made when published)
-
-    def publish_steps(self, agent, steps, *, status=False):  # type: ignore[no-untyped-def]
-        committed = {s.seq for s in self.store.steps_after(agent.id)}
-        for step in steps:
-            assert step.seq in committed  # never published before its commit
-            self.seen.append((step.seq, self.model.call_count))
-        super().publish_steps(agent, steps, status=status)
-
-
-def test_an_iterations_events_go_out_once_the_next_request_is_sent(settings: Settings) -> None:
-    registry = ToolRegistry([Calculate(), OfflineEcho()], settings=settings)
-    store = MemoryStore()
-    model = ScriptedChatModel([
-        "THOUGHT: one\nACTION: calculate\nINPUT: 1 + 1",
-        "THOUGHT: two\nACTION: echo\nINPUT: hi",
-        "THOUGHT: done\nFINAL_ANSWER: 2",
-    ])
-    events = PublishOrder(model, store)
-    agent = start(store)
-    done = make_executor(store, model, registry, events=events).run(agent)
-    assert done is not None and done.status is AgentStatus.COMPLETED
-    # Iteration k's rows are published after request k + 1 went out, all in seq order.
-    assert events.seen == [(1, 2), (2, 2), (3, 2), (4, 3), (5, 3), (6, 3), (7, 3), (8, 3)]
-    assert [m.data.get("status") for m in events.messages if m.kind == "status"][-1] == "COMPLETED"
-
-
-def test_deferred_events_are_published_when_the_agent_stops(settings: Settings) -> None:
-    registry = ToolRegistry([Calculate()], settings=settings)
-    store = MemoryStore()
-    model = ScriptedChatModel(["THOUGHT: one\nACTION: calculate\nINPUT: 1 + 1"] * 3)
-    events = MemoryEventBus()
-    agent = start(store, max_steps=2)
-    done = make_executor(store, model, registry, events=events).run(agent)
-    assert done is not None and done.stop_reason is StopReason.MAX_STEPS
-    published = [m.data["seq"] for m in events.messages if m.kind == "step"]
-    assert published == [s.seq for s in store.steps_after(agent.id)]  # all, in order
-    assert events.messages[-1].data["status"] == "FAILED"
-    # Cancelled right after an iteration's write: its deferred events still go out.
-    store2, events2 = MemoryStore(), MemoryEventBus()
-    agent2 = start(store2)
-    model2 = ScriptedChatModel(["THOUGHT: one\nACTION: calculate\nINPUT: 1 + 1"] * 3)
-    executor = make_executor(store2, model2, registry, events=events2)
-    ended = executor.run(agent2, should_stop=lambda: bool(store2.steps_after(agent2.id)))
-    assert ended is None
-    published2 = [m.data["seq"] for m in events2.messages if m.kind == "step"]
-    assert published2 == [s.seq for s in store2.steps_after(agent2.id)] and published2
-
-
 def test_unknown_tool_is_an_observation_and_the_loop_goes_on(tools: ToolRegistry) -> None:
     store = MemoryStore()
     model = ScriptedChatModel([

@@ -51,8 +51,7 @@ class WaitingModel:
         self.looks = 0
 
     def chat(self, messages: Sequence[ChatMessage], *, model: str, stop: Sequence[str],
-             deadline: float, should_stop: Callable[[], bool],
-             on_sent: Callable[[], None] | None = None) -> str:
+             deadline: float, should_stop: Callable[[], bool]) -> str:
         assert isinstance(should_stop, StopSignal)
         woken = threading.Event()
         with should_stop.waking(woken.set):
