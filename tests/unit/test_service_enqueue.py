@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -149,10 +150,12 @@ def test_a_failed_enqueue_after_the_publish_also_goes_to_the_sweeper() -> None:
     assert repository.forgotten == [agent.id]
 
 
-def test_a_failed_publish_without_a_push_is_only_logged() -> None:
+def test_a_failed_publish_without_a_push_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
     client = FakeRedis([], failure=redis.ConnectionError("refused"))
     agent = Agent.new(user_id=uuid.uuid4(), goal="g", model="m", max_steps=3)
-    RedisEventBus(client).publish_status(agent)  # best effort: no exception
+    with caplog.at_level(logging.WARNING, logger="jarvis_agents.events"):
+        RedisEventBus(client).publish_status(agent)  # best effort: no exception
+    assert f"could not publish events of agent {agent.id}" in caplog.text
 
 
 def test_a_failed_push_raises_dependency_unavailable() -> None:
