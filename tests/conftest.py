@@ -113,7 +113,11 @@ def repository(database_url: str) -> Iterator[Any]:
 
 # --- Redis ---------------------------------------------------------------------------
 
-_redis_dbs = itertools.cycle(range(1, 16))
+# Database 15 belongs to the session's shared API and live stack, whose worker lives for
+# the whole session: were it in the cycle, a test reusing it would share a queue with
+# that worker, which would take the test's tasks.
+SHARED_REDIS_DB = 15
+_redis_dbs = itertools.cycle(range(1, SHARED_REDIS_DB))
 
 
 @pytest.fixture(scope="session")

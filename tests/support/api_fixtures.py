@@ -51,9 +51,9 @@ def shared_api_env(pg_server_url: str, redis_dbs_lock: None) -> Iterator[dict[st
     """
     import redis
 
-    from tests.conftest import REDIS_BASE, _redis_dbs, missing
+    from tests.conftest import REDIS_BASE, SHARED_REDIS_DB, missing
 
-    url = f"{REDIS_BASE}/{next(_redis_dbs)}"
+    url = f"{REDIS_BASE}/{SHARED_REDIS_DB}"
     client = redis.Redis.from_url(url, socket_connect_timeout=2)
     try:
         client.flushdb()
