@@ -15,19 +15,26 @@ Two shapes:
 
 Memory per stream = (RSS of the API's worker process with the streams open and the
 events delivered − its RSS before they opened) / streams.
+
+And the floor (`bench.sse_floor`): the hot shape's events written by one plain Python
+process to the same number of streams held by the same client processes — one
+pre-encoded frame, one non-blocking `send()` per socket. What the API's hot shape
+costs above it is ours; the floor itself is this machine's.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from bench import driver
 from bench.driver import User
 from bench.sse_clients import Subscribers
+from bench.sse_floor import FloorServer
 from bench.stack import Stack
-from bench.stats import latency_summary
+from bench.stats import latency_summary, median
 from jarvis_agents.events import RedisEventBus
 from jarvis_agents.lifecycle import Step, StepType, utcnow
 from jarvis_agents.store.repository import Repository
@@ -59,7 +66,7 @@ QUICK = FanoutSizes(
 def run(
     stack: Stack, user: User, *, runs: int, sizes: FanoutSizes, log: Any = print
 ) -> dict[str, Any]:
-    results: dict[str, Any] = {"spread": [], "hot": []}
+    results: dict[str, Any] = {"spread": [], "hot": [], "floor": []}
     for r in range(runs):
         for shape in ("spread", "hot"):
             stack.restart_api()
@@ -70,6 +77,13 @@ def run(
                 f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
                 f"{result['kib_per_stream']:.1f} KiB per stream"
             )
+        result = _floor(sizes)
+        results["floor"].append(result)
+        log(
+            f"  scenario 3 (floor), run {r + 1}: {result['streams']} streams, p50 "
+            f"{result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, send loop "
+            f"{result['send_loop_ms']:.2f} ms per event"
+        )
     driver.cancel_pending(stack)  # no later worker may run these agents
     return results
 
@@ -105,6 +119,32 @@ def _once(stack: Stack, user: User, sizes: FanoutSizes, shape: str) -> dict:
         "kib_per_stream_open": (rss_open - rss_before) / 1024 / max(opened, 1),
         "rss_before_mib": rss_before / 2**20,
         "rss_after_mib": rss_after / 2**20,
+    }
+
+
+def _floor(sizes: FanoutSizes) -> dict:
+    """The hot shape with one plain process writing a pre-encoded frame (bench.sse_floor)."""
+    server = FloorServer(sizes.subscribers)
+    url = server.start()
+    targets = [str(uuid.uuid4())] * sizes.subscribers  # the floor ignores the path
+    subscribers = Subscribers(
+        url, "floor", targets, processes=sizes.client_processes, expected=sizes.hot_events
+    )
+    opened = subscribers.open()
+    time.sleep(1.0)  # as in the real runs
+    server.send(rounds=sizes.hot_events, interval_s=sizes.hot_interval_s)
+    received = subscribers.collect()
+    sent = server.close()
+    return {
+        **latency_summary(received["latencies"]),
+        "streams": opened,
+        "events_expected": opened * sizes.hot_events,
+        "events_received": len(received["latencies"]),
+        "complete_streams": received["complete_streams"],
+        "send_loop_ms": median(sent["loop_s"]) * 1000,
+        "send_us_per_stream": median(sent["loop_s"]) * 1e6 / max(opened, 1),
+        "short_sends": sent["short_sends"],
+        "frame_bytes": sent["frame_bytes"],
     }
 
 

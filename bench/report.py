@@ -274,7 +274,11 @@ def _fanout(f: dict[str, Any]) -> list[str]:
             f"streams, one event every {sizes['spread_interval_s'] * 1000:g} ms round-robin "
             f"({sizes['spread_rounds']} per agent). *Hot*: 1 agent × {sizes['subscribers']} streams, "
             f"{sizes['hot_events']} events {sizes['hot_interval_s'] * 1000:g} ms apart, each written "
-            "to every stream at once. Memory = (RSS of the API worker process with the streams "
+            "to every stream at once. *Floor*: the hot shape without the API — one plain Python "
+            "process (`bench/sse_floor.py`) holding the same streams from the same client "
+            "processes writes each event's frame, encoded once, to every socket with a "
+            "non-blocking `send()` in a tight loop; no server can do less, so hot ÷ floor is "
+            "what the API adds. Memory = (RSS of the API worker process with the streams "
             "open and the events delivered − RSS before they opened) / streams."
         ),
         "",
@@ -284,17 +288,39 @@ def _fanout(f: dict[str, Any]) -> list[str]:
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for shape in ("spread", "hot"):
+    for shape in ("spread", "hot", "floor"):
         runs = f.get(shape)
         if runs:
+            memory = (
+                f"{cell(runs, 'kib_per_stream', 1)} | {num(med(runs, 'rss_before_mib'), 0)} → "
+                f"{num(med(runs, 'rss_after_mib'), 0)} MiB"
+                if shape != "floor"
+                else "— | —"
+            )
             rows.append(
                 f"| {shape} | {cell(runs, 'p50_ms', 2)} ms | {cell(runs, 'p90_ms', 2)} ms | "
                 f"{cell(runs, 'p99_ms', 2)} ms | {cell(runs, 'max_ms', 1)} ms | "
                 f"{cell(runs, 'events_received', 0)} of {num(med(runs, 'events_expected'), 0)} | "
                 f"{cell(runs, 'complete_streams', 0)} of {num(med(runs, 'streams'), 0)} | "
-                f"{cell(runs, 'kib_per_stream', 1)} | {num(med(runs, 'rss_before_mib'), 0)} → "
-                f"{num(med(runs, 'rss_after_mib'), 0)} MiB |"
+                f"{memory} |"
             )
+    floor, hot = f.get("floor"), f.get("hot")
+    if floor:
+        rows += [
+            "",
+            (
+                f"The floor's send loop takes {cell(floor, 'send_loop_ms', 2)} ms per event "
+                f"({num(med(floor, 'send_us_per_stream'), 1)} µs per socket, "
+                f"{num(med(floor, 'frame_bytes'), 0)}-byte chunks); the rest of its latency is "
+                "the client processes reading, on the same cores."
+                + (
+                    f" Hot ÷ floor: p50 {num(med(hot, 'p50_ms') / med(floor, 'p50_ms'), 1)}×, "
+                    f"p99 {num(med(hot, 'p99_ms') / med(floor, 'p99_ms'), 1)}×."
+                    if hot
+                    else ""
+                )
+            ),
+        ]
     return rows + [""]
 
 

@@ -92,6 +92,10 @@ def test_quick_bench_runs_every_scenario_to_completion(
         assert run["streams"] == fanout["sizes"]["subscribers"]
         assert run["events_received"] == run["events_expected"]
         assert run["kib_per_stream"] > 0
+    (floor,) = fanout["floor"]  # the same streams fed by one plain writer process
+    assert floor["streams"] == fanout["sizes"]["subscribers"]
+    assert floor["events_received"] == floor["events_expected"]
+    assert floor["short_sends"] == 0 and floor["send_loop_ms"] > 0
 
     numbers = [
         throughput["agents_per_s"],
