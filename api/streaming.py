@@ -14,7 +14,6 @@ stream. While the hub has no Redis connection, each stream polls the record.
 
 from __future__ import annotations
 
-import json
 import logging
 import select
 import socket
@@ -30,6 +29,7 @@ from api.agents import agent_location, is_terminal_status
 from api.auth import current_user
 from api.context import ApiContext, ctx
 from api.hub import CLOSED, RESYNC, Subscription, ended_agents
+from api.sse import KEEPALIVE, sse, step_frame
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, step_event
 from jarvis_agents.lifecycle import AgentStatus, Step
@@ -38,15 +38,9 @@ log = logging.getLogger(__name__)
 
 bp = Blueprint("streaming", __name__, url_prefix="/api/v1")
 
-KEEPALIVE = ": keepalive\n\n"
 STATUS_FIELDS = ("agent_id", "status", "stop_reason", "step_count", "updated_at")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 POLL_S = 1.0  # how often a stream reads the record while the hub has no Redis
-
-
-def sse(event: str, data: dict[str, Any], *, event_id: int | None = None) -> str:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 @bp.post("/agents/stream")
@@ -116,7 +110,7 @@ class Hangup:
             return True  # reset, or already closed
 
 
-def _event_stream(body: Iterator[str], *, on_close: Callable[[], None]) -> Response:
+def _event_stream(body: Iterator[bytes], *, on_close: Callable[[], None]) -> Response:
     """The streaming response; `on_close` runs when it ends, however it ends."""
     if request.method == "HEAD":
         # Nothing would ever be written, so a hang-up would never be noticed.
@@ -128,7 +122,9 @@ def _event_stream(body: Iterator[str], *, on_close: Callable[[], None]) -> Respo
     return response
 
 
-def _status_events(context: ApiContext, subscription: Subscription, hangup: Hangup) -> Iterator[str]:
+def _status_events(
+    context: ApiContext, subscription: Subscription, hangup: Hangup
+) -> Iterator[bytes]:
     yield KEEPALIVE  # sends the headers now: the client knows it is connected
     quiet_since = time.monotonic()
     while True:
@@ -189,7 +185,7 @@ class AgentStream:
 
     # --- the event sequence ----------------------------------------------------------
 
-    def _events(self) -> Iterator[str]:
+    def _events(self) -> Iterator[bytes]:
         timing = self.context.timing
         # POST /stream also writes often, in case the socket cannot be watched (Hangup).
         keepalive_s = timing.probe_s if self.cancel_on_hangup else timing.keepalive_s
@@ -208,11 +204,11 @@ class AgentStream:
                 return  # the server is stopping; the client reconnects with Last-Event-ID
             if item is None and self.hangup():
                 return  # the client left: close() cancels the agent of a POST /stream
-            chunk: list[str] = []
+            chunk: list[bytes] = []
             terminal = False
             if isinstance(item, Message):
                 if item.kind == "step":
-                    chunk = self._relay(item.data)
+                    chunk = self._relay(item)
                 elif is_terminal_status(item):
                     terminal = True
             elif item is RESYNC or (now >= next_poll and not self.context.hub.connected):
@@ -226,33 +222,33 @@ class AgentStream:
                 yield from self._finish()
                 return
             if chunk:
-                yield "".join(chunk)
+                yield b"".join(chunk)
                 last_write = now
             elif now - last_write >= keepalive_s:
                 yield KEEPALIVE
                 last_write = now
 
-    def _relay(self, data: dict[str, Any]) -> list[str]:
-        try:
-            seq = int(data["seq"])
-        except (KeyError, TypeError, ValueError):
+    def _relay(self, message: Message) -> list[bytes]:
+        step = step_frame(message)
+        if step is None:
             return []
+        seq = step.seq
         if seq <= self.last_seq:
             return []  # already sent (replayed from the database, or a duplicate)
         if seq > self.last_seq + 1:
             # A gap: some publish was lost. The database has everything up to `seq`.
             return list(self._steps(self._read(self._steps_after) or []))
         self.last_seq = seq
-        return [sse(str(data.get("type", "")).lower(), data, event_id=seq)]
+        return [step.frame]
 
-    def _catch_up(self) -> tuple[list[str], bool]:
+    def _catch_up(self) -> tuple[list[bytes], bool]:
         """The steps not sent yet, and whether the agent has ended."""
         agent = self._read(lambda: self.context.repository.get(self.agent_id))
         if agent is not None and agent.is_terminal:
             return [], True  # _finish() reads the steps
         return list(self._steps(self._read(self._steps_after) or [])), False
 
-    def _finish(self) -> Iterator[str]:
+    def _finish(self) -> Iterator[bytes]:
         # Re-read after the terminal status: a step's publish may have been lost.
         yield from self._steps(self._steps_after())
         agent = self.context.repository.get(self.agent_id) or self.agent
@@ -266,7 +262,7 @@ class AgentStream:
         self.finished = True
         yield sse("done", summary)
 
-    def _steps(self, steps: list[Step]) -> Iterator[str]:
+    def _steps(self, steps: list[Step]) -> Iterator[bytes]:
         for step in steps:
             if step.seq > self.last_seq:
                 self.last_seq = step.seq
