@@ -14,6 +14,11 @@ which delayed live events by seconds), the hub's status check reads, every
 `every_s`, the status of all the agents that have subscribers in one query
 (`ended_agents`), and hands a terminal status to their subscriptions the way a
 published one arrives.
+
+While a stream waits with nothing queued it may lend the hub a writer
+(`Subscription.get(writer=…)`, see `api.sse.SocketWriter`): the hub then hands a
+message to the writer instead of queueing it and waking the stream, which is what
+lets one event reach a thousand streams of a hot agent in one pass.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ IDS_PER_QUERY = 1000  # bounds a statement's size; one query each time for up to
 
 # Given agent ids, the status (the value, e.g. "COMPLETED") of those that have ended.
 EndedReader = Callable[[Sequence[uuid.UUID]], dict[uuid.UUID, str]]
+# Takes a message for a waiting consumer; False: queue it and wake the consumer.
+Writer = Callable[[Message], bool]
 
 
 def ended_agents(engine: Engine, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -89,9 +96,18 @@ class Subscription:
         # CLOSED is a flag, not an item: dropping a backlog can never lose it.
         self._ending = False
         self.closed = False
+        # Lent by the consumer while it waits with nothing queued; see get().
+        self.writer: Writer | None = None
 
-    def get(self, timeout_s: float) -> Message | Signal | None:
-        """The next message or signal, or None when `timeout_s` passes quietly."""
+    def get(self, timeout_s: float, *, writer: Writer | None = None) -> Message | Signal | None:
+        """The next message or signal, or None when `timeout_s` passes quietly.
+
+        With `writer`, the hub offers it the messages that arrive while this waits
+        (`EventHub._deliver`); only what it declines is returned. The writer is lent
+        only while nothing is queued and taken back by the first `put` and on return,
+        so the consumer and the writer never act at once — given that they run on
+        one thread, as greenlets do (the only case `api.sse.socket_writer` allows).
+        """
         if self._ending:
             return CLOSED
         if self._overflowed:
@@ -104,7 +120,11 @@ class Subscription:
             # Looked at again after the clear: a put in between has set the Event
             # before this clear, but its item is already in the deque.
             if not self._items:
-                self._ready.wait(timeout_s)
+                self.writer = writer
+                try:
+                    self._ready.wait(timeout_s)
+                finally:
+                    self.writer = None
                 if self._ending:
                     return CLOSED
         try:
@@ -113,6 +133,7 @@ class Subscription:
             return None
 
     def put(self, item: Message | Signal) -> None:
+        self.writer = None  # the consumer wakes: from here on it writes, in order
         if item is CLOSED:
             self._ending = True
         elif len(self._items) >= MAX_QUEUED:
@@ -266,7 +287,9 @@ class EventHub:
         with self._lock:
             subscribers = list(self._subscriptions.get(message.channel, ()))
         for subscription in subscribers:
-            subscription.put(message)
+            writer = subscription.writer
+            if writer is None or not writer(message):
+                subscription.put(message)
 
     def _broadcast(self, signal: Signal) -> None:
         with self._lock:

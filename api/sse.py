@@ -1,14 +1,23 @@
-"""The SSE wire format (CONTRACT §4): frames as bytes, a published step encoded once.
+"""The SSE wire format (CONTRACT §4), and live steps written without waking their stream.
 
-A hot agent watched by a thousand streams used to cost a thousand `json.dumps` of
-the same event; `step_frame` encodes it once for all of them.
+A hot agent watched by a thousand streams used to cost, per event, a thousand
+`json.dumps` of the same event and a thousand greenlets woken, each going through
+its generator, Werkzeug and gunicorn's chunked writer to the same `send()` (70–100
+µs per stream: the last stream got it ~100 ms after the first). Now `step_frame`
+encodes a step once, and `SocketWriter` lets the hub's reader put it straight on
+each waiting stream's socket: one `send()` per stream.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
+
+from flask import Response
 
 from jarvis_agents.events import Message
 
@@ -27,6 +36,7 @@ class StepFrame:
     message: Message
     seq: int
     frame: bytes  # the SSE event
+    chunk: bytes  # the same as one HTTP/1.1 chunk, byte for byte as gunicorn frames it
 
 
 _last: StepFrame | None = None
@@ -47,7 +57,106 @@ def step_frame(message: Message) -> StepFrame | None:
         seq = int(message.data["seq"])
     except (KeyError, TypeError, ValueError):
         return None
-    event = str(message.data.get("type", "")).lower()
-    cached = StepFrame(message, seq, sse(event, message.data, event_id=seq))
+    frame = sse(str(message.data.get("type", "")).lower(), message.data, event_id=seq)
+    cached = StepFrame(message, seq, frame, b"%X\r\n%s\r\n" % (len(frame), frame))
     _last = cached
     return cached
+
+
+class EventStreamResponse(Response):
+    """A streaming response that notes the server's own response object (see `socket_writer`)."""
+
+    server_response: Any = None
+
+    def __call__(self, environ: Any, start_response: Any) -> Any:
+        def noting(status: str, headers: list, exc_info: Any = None) -> Any:
+            write = start_response(status, headers, exc_info)
+            # gunicorn's start_response returns its Response's bound `write`.
+            self.server_response = getattr(write, "__self__", None)
+            return write
+
+        return super().__call__(environ, noting)
+
+
+class SocketWriter:
+    """Writes a stream's next live steps straight to its socket, called by the hub's reader.
+
+    The hub offers it a message (`Subscription.writer`) only while the stream's
+    greenlet waits in `Subscription.get` with nothing queued; anything queued, or
+    the greenlet waking, takes it away — so the hub and the stream never write at
+    once. A message it declines (returns False) is queued and wakes the stream,
+    which sends it the ordinary way. It declines all but the next step in sequence
+    (a gap, a duplicate or a status is the stream's business), a send that would
+    block (a slow client: its own greenlet waits for it, the other streams do not)
+    and a failed send (a hang-up, which the stream's own write then finds). A step
+    sent in part counts as sent; the rest waits in `unsent` for the stream to
+    write before anything else.
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.last_seq = 0  # the stream sets it before each wait and reads it after
+        self.wrote_at = 0.0  # time.monotonic() of the last write, for keepalives
+        self.unsent = b""
+
+    def __call__(self, message: Message) -> bool:
+        if message.kind != "step":
+            return False
+        step = step_frame(message)
+        if step is None or step.seq != self.last_seq + 1:
+            return False
+        try:
+            # os.write on the non-blocking descriptor: gevent's socket.send would
+            # wait for a slow client here, holding up every other stream.
+            sent = os.write(self.fd, step.chunk)
+        except OSError:  # BlockingIOError (its buffer is full), or it hung up
+            return False
+        self.last_seq = step.seq
+        self.wrote_at = time.monotonic()
+        if sent < len(step.chunk):
+            self.unsent = step.chunk[sent:]
+            return False  # queued: wakes the stream, which sends the rest, then skips it
+        return True
+
+    def flush(self) -> bool:
+        """Send what a partial write left (the stream's greenlet waits for it); False on a hang-up."""
+        try:
+            self.sock.sendall(self.unsent)
+        except OSError:
+            return False
+        self.unsent = b""
+        return True
+
+
+def socket_writer(response: EventStreamResponse | None) -> SocketWriter | None:
+    """A SocketWriter for this response once its head is sent, or None where it would be unsafe.
+
+    Only under gevent: the hub's reader and every stream are greenlets of one OS
+    thread, and neither handing the writer over nor `os.write` switches greenlets,
+    so a stream cannot wake half-way through the hub's write. Only on gunicorn
+    framing the body as HTTP/1.1 chunks (not HTTP/1.0, HEAD, `--protocol uwsgi`),
+    which `StepFrame.chunk` reproduces, over a plain socket (not TLS) that is
+    non-blocking underneath, as gevent keeps it. Anywhere else (the Werkzeug test
+    client, another server) every event goes through the stream's generator.
+    """
+    server = getattr(response, "server_response", None)
+    sock = getattr(server, "sock", None)
+    if sock is None or getattr(server, "chunked", None) is not True or not _greenlets():
+        return None
+    if isinstance(sock, ssl.SSLSocket):
+        return None
+    try:
+        if os.get_blocking(sock.fileno()):
+            return None
+    except (OSError, ValueError):
+        return None
+    return SocketWriter(sock)
+
+
+def _greenlets() -> bool:
+    try:
+        from gevent.monkey import is_module_patched
+    except ImportError:  # pragma: no cover - gevent is a dependency of the API
+        return False
+    return bool(is_module_patched("threading"))

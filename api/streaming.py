@@ -10,6 +10,10 @@ While live messages flow, a stream reads the database only for those reasons. A
 terminal status whose publish was lost is found by the hub's status check — one
 query per process every `recheck_s` for all the watched agents, not one per
 stream. While the hub has no Redis connection, each stream polls the record.
+
+While a stream waits for live messages, the hub may write the next steps to its
+socket itself (`api.sse.SocketWriter`): one event reaches a thousand streams of a
+hot agent without waking a thousand greenlets.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from api.agents import agent_location, is_terminal_status
 from api.auth import current_user
 from api.context import ApiContext, ctx
 from api.hub import CLOSED, RESYNC, Subscription, ended_agents
-from api.sse import KEEPALIVE, sse, step_frame
+from api.sse import KEEPALIVE, EventStreamResponse, socket_writer, sse, step_frame
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, step_event
 from jarvis_agents.lifecycle import AgentStatus, Step
@@ -110,14 +114,18 @@ class Hangup:
             return True  # reset, or already closed
 
 
-def _event_stream(body: Iterator[bytes], *, on_close: Callable[[], None]) -> Response:
+def _event_stream(
+    body: Iterator[bytes], *, on_close: Callable[[], None]
+) -> EventStreamResponse:
     """The streaming response; `on_close` runs when it ends, however it ends."""
     if request.method == "HEAD":
         # Nothing would ever be written, so a hang-up would never be noticed.
         on_close()
         body = iter(())
     # The exact media type of CONTRACT §2 (Flask would append a charset).
-    response = Response(body, status=200, content_type="text/event-stream", headers=SSE_HEADERS)
+    response = EventStreamResponse(
+        body, status=200, content_type="text/event-stream", headers=SSE_HEADERS
+    )
     response.call_on_close(on_close)
     return response
 
@@ -153,6 +161,7 @@ class AgentStream:
         self.cancel_on_hangup = cancel_on_hangup
         self.hangup = Hangup(request.environ)
         self.finished = False
+        self._response: EventStreamResponse | None = None
         # Subscribe before reading anything, so nothing published from now on is missed;
         # then the first read of the record (a 404 for someone else's agent).
         engine = context.repository.engine
@@ -168,7 +177,8 @@ class AgentStream:
             raise
 
     def response(self) -> Response:
-        return _event_stream(self._events(), on_close=self.close)
+        self._response = _event_stream(self._events(), on_close=self.close)
+        return self._response
 
     def close(self) -> None:
         """Called when the response ends, whether it finished or the client hung up."""
@@ -197,8 +207,19 @@ class AgentStream:
             return
         last_write = time.monotonic()
         next_poll = last_write + POLL_S
+        # The head is sent by now: while this waits, the hub may write the next
+        # steps to the socket itself (api.sse.SocketWriter); None where it cannot.
+        writer = socket_writer(self._response)
+        self._response = None  # it holds this generator: no cycle left for the GC
         while True:
-            item = self.subscription.get(timing.tick_s)
+            if writer is not None:
+                writer.last_seq = self.last_seq
+            item = self.subscription.get(timing.tick_s, writer=writer)
+            if writer is not None:
+                self.last_seq = writer.last_seq  # what the hub wrote meanwhile
+                last_write = max(last_write, writer.wrote_at)
+                if writer.unsent and not writer.flush():
+                    return  # the client left
             now = time.monotonic()
             if item is CLOSED:
                 return  # the server is stopping; the client reconnects with Last-Event-ID

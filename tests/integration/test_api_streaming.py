@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import selectors
+import socket
 import threading
 import time
 import uuid
@@ -266,3 +269,92 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
                                        "stop_reason": "cancelled"}
     finally:
         context.close()
+
+
+class RawStream:
+    """`GET …/events` on a plain socket, read only when asked: a client that can stall."""
+
+    def __init__(self, url: str, api_key: str, path: str, *, rcvbuf: int | None = None) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.sock = socket.socket()
+        if rcvbuf is not None:  # before connecting: it sets the window the server sees
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.connect((host, int(port)))
+        self.sock.settimeout(10)
+        self.sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {api_key}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
+        self.buffer = b""
+        while b": keepalive" not in self.buffer:  # the head and the first keepalive
+            self.buffer += self.sock.recv(65536)
+        assert self.buffer.startswith(b"HTTP/1.1 200")
+        self.buffer = self.buffer.split(b": keepalive\n\n", 1)[1]
+        self.events: list[tuple[str, int]] = []  # (id, the data's seq), in arrival order
+        self.event_id = ""
+
+    def read(self) -> None:
+        """What has arrived (waits for at least one read)."""
+        self.buffer += self.sock.recv(1 << 20)
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            if line.startswith(b"id: "):
+                self.event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                self.events.append((self.event_id, json.loads(line[6:])["seq"]))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_every_stream_of_a_hot_agent_gets_every_step_in_order_while_one_client_stalls(
+    shared_api,
+):
+    """Ten streams of one agent and an eleventh client that stops reading: the ten get
+    every published step once, in order, with its id, without waiting for the stalled
+    one; once it reads again it gets every step in order too."""
+    import redis
+
+    from jarvis_agents.events import RedisEventBus
+
+    api = shared_api()  # no worker: this test publishes as one would
+    api_key = api.user()
+    repository = open_repository(Settings.from_env(api.env), pool_size=1)
+    redis_client = redis.Redis.from_url(api.env["REDIS_URL"])
+    streams: list[RawStream] = []
+    try:
+        with api.client(api_key) as http:
+            agent_id = http.post("/api/v1/agents", json={"goal": "watched by many"}).json()["id"]
+        agent = repository.get(uuid.UUID(agent_id))
+        path = f"/api/v1/agents/{agent_id}/events"
+        stalled = RawStream(api.url, api_key, path, rcvbuf=4096)
+        streams = [stalled] + [RawStream(api.url, api_key, path) for _ in range(10)]
+        readers = streams[1:]
+
+        # ~3 MB per stream: more than the stalled client's socket buffers take.
+        n, content = 400, "x" * 8000
+        bus = RedisEventBus(redis_client)
+        for seq in range(1, n + 1):
+            bus.publish_steps(agent, [Step(seq, 0, StepType.THINK, content)])
+        assert bus.flush()
+
+        expected = [(str(seq), seq) for seq in range(1, n + 1)]
+        deadline = time.monotonic() + 30
+        with selectors.DefaultSelector() as selector:
+            for reader in readers:
+                selector.register(reader.sock, selectors.EVENT_READ, reader)
+            while any(len(r.events) < n for r in readers) and time.monotonic() < deadline:
+                for key, _ in selector.select(timeout=1):
+                    key.data.read()
+        for reader in readers:
+            assert reader.events == expected
+        assert stalled.events == []  # it has read nothing yet
+
+        while len(stalled.events) < n and time.monotonic() < deadline + 30:
+            stalled.read()
+        assert stalled.events == expected
+    finally:
+        for stream in streams:
+            stream.close()
+        redis_client.close()
+        repository.engine.dispose()

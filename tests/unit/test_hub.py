@@ -170,3 +170,63 @@ def test_the_check_starts_on_first_use_and_stops_with_the_hub() -> None:
     assert len(statuses.reads) == reads
     hub.check_ended(statuses, every_s=0.05)  # a closed hub starts nothing again
     assert not any(t.name == "jarvis-status-check" for t in threading.enumerate())
+
+
+class Lent:
+    """A consumer's writer: takes the steps it is offered until told to decline."""
+
+    def __init__(self) -> None:
+        self.taken: list[Message] = []
+        self.declining = False
+
+    def __call__(self, message: Message) -> bool:
+        if self.declining:
+            return False
+        self.taken.append(message)
+        return True
+
+
+def test_a_waiting_consumers_writer_takes_messages_without_waking_it(hub: EventHub) -> None:
+    channel = AGENT_CHANNEL.format("a")
+    subscription = hub.subscribe(channel)
+    writer = Lent()
+    threading.Timer(0.05, hub._deliver, args=(step(1),)).start()
+    threading.Timer(0.10, hub._deliver, args=(step(2),)).start()
+    started = time.monotonic()
+    assert subscription.get(0.4, writer=writer) is None  # slept through both
+    assert time.monotonic() - started >= 0.35
+    assert writer.taken == [step(1), step(2)]
+    assert subscription.writer is None  # lent only while the consumer waits
+
+
+def test_what_the_writer_declines_wakes_the_consumer_and_later_messages_queue_behind_it(
+    hub: EventHub,
+) -> None:
+    subscription = hub.subscribe(AGENT_CHANNEL.format("a"))
+    writer = Lent()
+    writer.declining = True
+
+    def publish() -> None:
+        hub._deliver(step(1))  # declined: queued, and the writer taken back
+        writer.declining = False
+        hub._deliver(step(2))  # so this one queues behind it instead of overtaking it
+
+    threading.Timer(0.05, publish).start()
+    started = time.monotonic()
+    assert subscription.get(5.0, writer=writer) == step(1)
+    assert time.monotonic() - started < 1.0
+    assert subscription.get(0, writer=writer) == step(2)
+    assert writer.taken == []
+
+
+def test_no_writer_is_lent_while_messages_are_queued(hub: EventHub) -> None:
+    subscription = hub.subscribe(AGENT_CHANNEL.format("a"))
+    writer = Lent()
+    hub._deliver(step(1))
+    hub._deliver(step(2))
+    assert subscription.get(0, writer=writer) == step(1)  # nothing waited: nothing lent
+    hub._deliver(step(3))
+    assert [subscription.get(0, writer=writer), subscription.get(0, writer=writer)] == [
+        step(2), step(3)
+    ]
+    assert writer.taken == []
