@@ -5,8 +5,8 @@
 It is `tests.support.fake_ollama.FakeOllama` — a real HTTP server speaking Ollama's
 `/api/chat` — answering `--tool-calls` ReACT turns that call `calculate`, then a
 FINAL_ANSWER ("4 planning calls + 3 tool calls" for --tool-calls 3). For every chat
-request it records when the request arrived and when the last byte of the reply was
-written, keyed by the `[bench TAG]` in the agent's goal and the turn number, so the
+request it records when the request arrived (its first line read off the socket) and
+when the last byte of the reply was written, keyed by the `[bench TAG]` in the agent's goal and the turn number, so the
 harness can measure from outside the time an agent spends between two model calls.
 `GET /bench/log` returns those records; `?clear=1` also forgets them.
 """
@@ -69,13 +69,19 @@ CALLS = CallLog()
 class BenchHandler(fake_ollama._Handler):
     """FakeOllama's handler plus the call clock and the /bench/log endpoint."""
 
+    def parse_request(self) -> bool:
+        # A request's arrival is when its first line came off the socket, before
+        # http.server parses the headers (email.parser, ~0.15-0.2 ms here) and the body:
+        # that parsing is the fake server's own cost, not the agent's.
+        self._arrived = time.time()
+        return super().parse_request()
+
     def do_POST(self) -> None:
-        arrived = time.time()
         self._bench_call: tuple[str, int] | None = None
         super().do_POST()
         if self._bench_call is not None:
             tag, turn = self._bench_call
-            CALLS.add(tag, turn, arrived, time.time())
+            CALLS.add(tag, turn, self._arrived, time.time())
 
     def do_GET(self) -> None:
         parts = urlsplit(self.path)

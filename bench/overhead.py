@@ -17,7 +17,8 @@ C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    at the default concurrency. A and B always use 1 worker process.
 
 Per-step overhead is measured from outside the worker. The bench model server
-clocks each chat request (arrival, last byte of the reply written); for the
+clocks each chat request (arrival: its first line read off the socket, before the
+server parses headers; last byte of the reply written); for the
 iterations k = 1..3 of an agent the overhead is `arrival(k) − reply_end(k−1) −
 tool time(k−1)` (the tool time is the persisted OBSERVE `duration_ms`), and for the
 final iteration it is `COMPLETED published − reply_end(3)`, the publish being timed
@@ -226,12 +227,12 @@ def step_overheads(
 ) -> dict[str, list[float]]:
     """Per-iteration time outside the model and the tool (see the module docstring).
 
-    Also split into three parts with the rows' `created_at` (taken by the worker just
-    before each write): `reply` = end of the model's reply → the iteration's rows built
-    (the model client's tail: reading, parsing); `act` = rows built → tool result
-    (commit THINK+ACT, publish, run the tool, minus the tool's own time); `next` = tool
-    result → next model request (commit OBSERVE, publish, any cancellation check, prompt,
-    request) or, for the final iteration, rows built → COMPLETED published.
+    Also split into parts with the rows' `created_at` (taken by the worker as it builds
+    them): `reply` = end of the model's reply → the iteration's rows built (the model
+    client's tail: reading, parsing); `act` = rows built → tool result, minus the tool's
+    own time (an inline tool's bookkeeping); `next` = tool result → next model request
+    arrives (the one write of THINK+ACT+OBSERVE, publish, the cancellation check,
+    prompt, request) or, for the final iteration, rows built → COMPLETED published.
     """
     turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
     for tag, turn, arrived, finished in calls:

@@ -135,12 +135,13 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         "",
         (
             "**Per-step overhead**, measured from outside: the model server clocks each chat "
-            "request's arrival and the end of its reply; for iterations 1–3 of an agent the "
+            "request's arrival (its first line read off the socket, before the server parses "
+            "the headers) and the end of its reply; for iterations 1–3 of an agent the "
             "overhead is `arrival(k) − reply end(k−1) − tool duration(k−1)` (the OBSERVE row's "
             "`duration_ms`), for the final iteration `COMPLETED published on Redis − reply "
             "end(3)` (a subscriber in the harness clocks it). It is everything the loop does "
-            "between two model calls: read and parse the reply, commit THINK+ACT, publish, "
-            "run the tool, commit OBSERVE, publish, rebuild the prompt, "
+            "between two model calls: read and parse the reply, run the tool (`calculate` runs "
+            "inline), commit THINK+ACT+OBSERVE in one write, publish, rebuild the prompt, "
             "send the next request (or commit the completion and publish). 4 samples per agent. "
             "*One at a time* = the agents of the first-event phase, run strictly one after "
             f"another (the unloaded cost); *{sizes['agents']} at once* = the throughput phase, "
@@ -166,8 +167,9 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f" / {cell(fe, 'overhead_p99_ms', 2)} ms |"
         ),
         (
-            f"| … its parts, p50: reply → rows built / commit THINK+ACT, publish, tool thread / "
-            f"commit OBSERVE, publish, prompt, next request / final commit + publish | "
+            f"| … its parts, p50: reply → rows built / rows built → tool result (less the tool's "
+            f"time) / write THINK+ACT+OBSERVE, publish, prompt, next request arrives / final "
+            f"write + COMPLETED published | "
             f"{_parts(fe)} ms |"
         ),
         (
