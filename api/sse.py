@@ -108,7 +108,9 @@ class SocketWriter:
             return False
         try:
             # os.write on the non-blocking descriptor: gevent's socket.send would
-            # wait for a slow client here, holding up every other stream.
+            # wait for a slow client here, holding up every other stream. (A closed
+            # peer is EPIPE, not a signal: Python ignores SIGPIPE, as gunicorn's own
+            # writes rely on.)
             sent = os.write(self.fd, step.chunk)
         except OSError:  # BlockingIOError (its buffer is full), or it hung up
             return False

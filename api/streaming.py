@@ -19,6 +19,7 @@ hot agent without waking a thousand greenlets.
 from __future__ import annotations
 
 import logging
+import random
 import select
 import socket
 import time
@@ -211,10 +212,15 @@ class AgentStream:
         # steps to the socket itself (api.sse.SocketWriter); None where it cannot.
         writer = socket_writer(self._response)
         self._response = None  # it holds this generator: no cycle left for the GC
+        # Streams opened together would wake together on every tick, a thousand
+        # hang-up checks in one burst that holds up an event arriving meanwhile; a
+        # random first wait spreads their ticks out.
+        wait_s = random.uniform(0, timing.tick_s)
         while True:
             if writer is not None:
                 writer.last_seq = self.last_seq
-            item = self.subscription.get(timing.tick_s, writer=writer)
+            item = self.subscription.get(wait_s, writer=writer)
+            wait_s = timing.tick_s
             if writer is not None:
                 self.last_seq = writer.last_seq  # what the hub wrote meanwhile
                 last_write = max(last_write, writer.wrote_at)
