@@ -11,34 +11,63 @@ from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, RedisEventBus, dec
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType
 
 
-class Pipeline:
+class Connection:
+    """A redis-py connection as the sender uses it: PUBLISHes written, replies read later."""
+
     def __init__(self, client: FakeRedis) -> None:
         self.client = client
-        self.commands: list[tuple[str, str]] = []
+        self.replies = 0
 
-    def publish(self, channel: str, payload: str) -> None:
-        self.commands.append((channel, payload))
+    def pack_commands(self, commands: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+        assert all(command == "PUBLISH" for command, _, _ in commands)
+        return [(channel, payload) for _, channel, payload in commands]
 
-    def execute(self) -> list[int]:
+    def send_packed_command(self, packed: list[tuple[str, str]], check_health: bool) -> None:
+        assert check_health is False  # a PING would read the PUBLISHes' replies
         self.client.gate.wait(5)
         if self.client.failure is not None:
             raise self.client.failure
-        self.client.sent.append(self.commands)
+        self.client.sent.append(packed)
         self.client.thread_names.add(threading.current_thread().name)
-        return [1] * len(self.commands)
+        self.replies += len(packed)
+        self.client.after_send()
+
+    def read_response(self) -> int:
+        assert self.replies > 0, "read a reply that was never asked for"
+        self.replies -= 1
+        return 1
+
+    def can_read(self, timeout: float) -> bool:
+        return self.replies > 0
+
+    def disconnect(self) -> None:
+        self.replies = 0
+
+
+class Pool:
+    def __init__(self, client: FakeRedis) -> None:
+        self.client = client
+
+    def get_connection(self) -> Connection:
+        self.client.connections += 1
+        return Connection(self.client)
+
+    def release(self, connection: Connection) -> None:
+        pass
 
 
 class FakeRedis:
     def __init__(self) -> None:
-        self.sent: list[list[tuple[str, str]]] = []  # one list per round trip
+        self.sent: list[list[tuple[str, str]]] = []  # one list per write
         self.thread_names: set[str] = set()
         self.failure: Exception | None = None
         self.gate = threading.Event()
         self.gate.set()
+        self.connections = 0
+        self.connection_pool = Pool(self)
 
-    def pipeline(self, transaction: bool = True) -> Pipeline:
-        assert transaction is False
-        return Pipeline(self)
+    def after_send(self) -> None:
+        pass
 
 
 def agent(status: AgentStatus = AgentStatus.RUNNING) -> Agent:
@@ -101,15 +130,12 @@ def test_a_publisher_hands_a_long_backlog_to_the_sender_thread() -> None:
     a = agent()
     more = iter(range(2, 6))
 
-    class Refilling(Pipeline):
-        def execute(self) -> list[int]:
-            result = super().execute()
-            seq = next(more, None)
-            if seq is not None:  # another agent publishes during every round trip
-                bus.publish_steps(a, steps(seq))
-            return result
+    def refill() -> None:
+        seq = next(more, None)
+        if seq is not None:  # another agent publishes during every write
+            bus.publish_steps(a, steps(seq))
 
-    client.pipeline = lambda transaction=True: Refilling(client)  # type: ignore[method-assign]
+    client.after_send = refill  # type: ignore[method-assign]
     bus.publish_steps(a, steps(1))
     assert bus.flush(5)
     seqs = [json.loads(p)["data"]["seq"] for batch in client.sent for _, p in batch]
@@ -129,6 +155,19 @@ def test_a_failed_publish_is_dropped_and_the_next_goes_out() -> None:
     bus.publish_steps(a, steps(2))
     assert bus.flush(5)
     assert [seq for _, _, seq in kinds(client)] == [2]
+    assert client.connections == 2  # the failed one was dropped
+
+
+def test_one_connection_carries_every_batch_its_replies_read_before_the_next() -> None:
+    client = FakeRedis()
+    bus = RedisEventBus(client)
+    a = agent()
+    for seq in range(1, 6):
+        bus.publish_steps(a, steps(seq))
+    assert bus.flush(5)
+    assert len(client.sent) == 5 and client.connections == 1
+    connection = bus._sender._connection  # type: ignore[union-attr]
+    assert connection.replies == 1  # only the last batch's reply is still unread
 
 
 def test_nothing_to_publish_starts_no_thread() -> None:
