@@ -1,14 +1,15 @@
 """Keep-alive connections to the model server that cost the same with 1 or 300 in use.
 
-Why not one shared `httpx.Client` with a large pool: httpcore (1.0) scans its whole
-pool for every idle connection on each request and each response end — quadratic in
-the pool's size. With 200 connections kept alive a worker whose 200 agents wait on
-the model spent four times the CPU of the calls themselves in that scan; with a
-small keep-alive limit it closes idle connections whenever the pool is larger, so a
-busy worker opened a new connection (a handshake on both ends, a thread in some
-servers) for every call. Here each reader borrows a client that holds one
-connection and gives it back when its reply is read: O(1) per call, one lock held
-for a list operation, and a connection kept alive per reader in use at the peak.
+Why not one shared pool: httpcore (1.0) scans its whole pool for every idle
+connection on each request and each response end — quadratic in the pool's size.
+With 200 connections kept alive a worker whose 200 agents wait on the model spent
+four times the CPU of the calls themselves in that scan; with a small keep-alive
+limit it closes idle connections whenever the pool is larger, so a busy worker
+opened a new connection (a handshake on both ends, a thread in some servers) for
+every call. Here each reader borrows one connection (an `http1.Connection`, or a
+one-connection httpx client when a proxy is in the way) and gives it back when its
+reply is read: O(1) per call, one lock held for a list operation, and a connection
+kept alive per reader in use at the peak.
 """
 
 from __future__ import annotations
@@ -17,22 +18,30 @@ import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 
 
-class ClientLender:
-    """Lends single-connection httpx clients to one caller at a time, warmest first."""
+class _Closable(Protocol):
+    def close(self) -> Any: ...
 
-    def __init__(self, make: Callable[[], httpx.Client], *, max_idle: int = 256) -> None:
+
+C = TypeVar("C", bound=_Closable)
+
+
+class ClientLender(Generic[C]):
+    """Lends connections (or one-connection clients) to one caller at a time, warmest first."""
+
+    def __init__(self, make: Callable[[], C], *, max_idle: int = 256) -> None:
         self._make = make
         self._max_idle = max_idle
-        self._idle: list[httpx.Client] = []
+        self._idle: list[C] = []
         self._lock = threading.Lock()
         self._closed = False
 
     @classmethod
-    def like(cls, template: httpx.Client, *, max_idle: int = 256) -> ClientLender:
+    def like(cls, template: httpx.Client, *, max_idle: int = 256) -> ClientLender[httpx.Client]:
         """Clients with `template`'s base URL, headers, timeouts and redirect rule."""
         # One TLS context for all of them: building one loads the CA bundle (~20 ms).
         context = httpx.create_ssl_context()
@@ -44,7 +53,7 @@ class ClientLender:
             return len(self._idle)
 
     @contextmanager
-    def lend(self) -> Iterator[httpx.Client]:
+    def lend(self) -> Iterator[C]:
         """A client for the block's duration; the most recently returned one first."""
         with self._lock:
             client = self._idle.pop() if self._idle else None

@@ -4,22 +4,21 @@ The reply is streamed (`"stream": true`) so that a cancellation or the step
 deadline takes effect mid-reply. It is read on the calling thread: handing the
 read to another thread and waiting for it cost a thread switch each way per model
 call (CPU, and up to a GIL switch interval of latency under load). What may
-interrupt a read that is silent for seconds (a model loading before its first
-token) comes from outside: a `StopSignal`'s `wake()` (a cancellation, a shutdown)
-and, for conditions nobody wakes for, a watchdog thread that polls them every
-`poll_s` (100 ms for a plain callable), both of which shut the connection's socket
-down (`_Call.abandon`) so the blocked read returns at once. No read waits past the
+interrupt a read that is silent for seconds comes from outside and shuts the
+connection's socket down (`jarvis_agents.llm.interrupts`). No read waits past the
 step deadline (its timeout ends there), and a reply that trickles is checked
 against the deadline and the cancellation between chunks.
 
-Why the stream is read with httpx clients made like the `ollama` client's own, and
-`json.loads` per line, rather than `Client.chat(stream=True)`: that builds a pydantic
-model per message sent and per NDJSON chunk received (a reply is a dozen chunks),
-and it leaves the response unread after the last chunk, so httpx drops the
-connection and every call opened a new one. Read this way a call costs about half
-the CPU. The `ollama` client still owns the connection settings (host parsing,
-headers, `OLLAMA_API_KEY`) and the readiness calls, and its `ResponseError` carries
-the server's failures.
+Why the stream is read with `jarvis_agents.llm.http1` on kept-alive connections,
+and `json.loads` per line, rather than `Client.chat(stream=True)`: that builds a
+pydantic model per message sent and per NDJSON chunk received (a reply is a dozen
+chunks), and it leaves the response unread after the last chunk, so httpx drops the
+connection and every call opened a new one; and httpx's own request path (httpcore,
+h11) cost a third of a call's CPU for features this call does not use. When an
+environment proxy applies to the server, replies are read with httpx clients made
+like the `ollama` client's own instead, which honour it. The `ollama` client still
+owns the connection settings (host parsing, headers, `OLLAMA_API_KEY`) and the
+readiness calls, and its `ResponseError` carries the server's failures.
 
 Failures are sorted here, once: transient ones (connection refused or reset,
 timeouts, HTTP 5xx and 429, a stream cut short) are retried by
@@ -28,31 +27,24 @@ timeouts, HTTP 5xx and 429, a stream cut short) are retried by
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import re
-import socket
-import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self, TypedDict
+from typing import Any, Self, TypedDict
 
 import httpx
 import ollama
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable, StepTimeout
-from jarvis_agents.llm.base import ChatMessage, StopSignal
+from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable
+from jarvis_agents.llm import http1
+from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.llm.connections import ClientLender
+from jarvis_agents.llm.interrupts import WATCHDOG, Call, Interrupts
 from jarvis_agents.retry import TransientModelError, model_call_policy
-
-logger = logging.getLogger(__name__)
-
-POLL_S = 0.1  # the Protocol's promise: Cancelled or StepTimeout within ~100 ms
 
 # A read timeout that ends at the step deadline should find the deadline passed.
 _DEADLINE_MARGIN_S = 0.005
@@ -66,150 +58,6 @@ class PingResult(TypedDict):
     error: str | None
 
 
-@dataclass(frozen=True)
-class _Interrupts:
-    """The two reasons to abandon a call early, checked between waits and backoffs."""
-
-    should_stop: Callable[[], bool]
-    deadline: float
-    budget_s: float
-    # How long a wait may last before should_stop is looked at again (None: it wakes us).
-    poll_s: float | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        poll_s = self.should_stop.poll_s if isinstance(self.should_stop, StopSignal) else POLL_S
-        object.__setattr__(self, "poll_s", poll_s)
-
-    def waking(self, waker: Callable[[], None]) -> AbstractContextManager[None]:
-        """Run `waker` whenever should_stop may have flipped, while the block runs."""
-        if isinstance(self.should_stop, StopSignal):
-            return self.should_stop.waking(waker)
-        return nullcontext()
-
-    def wait_s(self, until: float) -> float:
-        """How long to wait before the next look: up to `until`, the deadline or a poll."""
-        wait = min(until, self.deadline) - time.monotonic()
-        return max(wait if self.poll_s is None else min(wait, self.poll_s), 0.0)
-
-    def check(self) -> None:
-        if self.should_stop():
-            raise Cancelled("the agent was cancelled while waiting for the model")
-        if time.monotonic() >= self.deadline:
-            raise StepTimeout(
-                "the model did not finish its reply within the step timeout "
-                f"({max(self.budget_s, 0.0):.1f} s)"
-            )
-
-    def sleep(self, seconds: float) -> None:
-        """A backoff that raises Cancelled or StepTimeout instead of sleeping through them."""
-        end = time.monotonic() + seconds
-        woken = threading.Event()
-        with self.waking(woken.set):
-            while True:
-                self.check()
-                if time.monotonic() >= end:
-                    return
-                woken.wait(self.wait_s(end))
-
-
-class _Call:
-    """One attempt, read on the caller's thread, and the way to cut it from another.
-
-    `abandon()` (a cancellation's wake-up, or the watchdog) shuts the connection's
-    socket down: the read blocked on it returns at once, on the reading thread,
-    which then raises Cancelled. shutdown() rather than close(): the descriptor stays
-    the socket's until its owner closes it, so no other connection can be hit.
-    """
-
-    def __init__(self) -> None:
-        self.abandoned = False
-        self._stream: object | None = None
-        self._lock = threading.Lock()
-
-    def attach(self, stream: object | None) -> None:
-        """The network stream the request goes out on (set before the read, and on connect)."""
-        if stream is None:
-            return
-        with self._lock:
-            self._stream = stream
-            if not self.abandoned:
-                return
-        _shut(stream)
-
-    def abandon(self) -> None:
-        with self._lock:
-            if self.abandoned:
-                return
-            self.abandoned = True
-            stream = self._stream
-        if stream is not None:
-            _shut(stream)
-
-
-def _shut(stream: object) -> None:
-    sock = stream.get_extra_info("socket")  # type: ignore[attr-defined]
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
-            sock.shutdown(socket.SHUT_RDWR)
-
-
-class _Watchdog:
-    """One thread that looks at the stop conditions nobody wakes for, every poll_s."""
-
-    def __init__(self) -> None:
-        self._calls: dict[_Call, tuple[Callable[[], bool], float]] = {}
-        self._changed = threading.Condition(threading.Lock())
-        self._thread: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def watching(self, call: _Call, interrupts: _Interrupts) -> Iterator[None]:
-        if interrupts.poll_s is None:  # a StopSignal that wakes for all its conditions
-            yield
-            return
-        with self._changed:
-            self._calls[call] = (interrupts.should_stop, interrupts.poll_s)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ollama-watchdog",
-                                                daemon=True)
-                self._thread.start()
-            self._changed.notify()
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._calls.pop(call, None)
-
-    def _run(self) -> None:
-        next_look: dict[_Call, float] = {}
-        while True:
-            with self._changed:
-                while not self._calls:
-                    next_look.clear()
-                    self._changed.wait()
-                now = time.monotonic()
-                due = []
-                for call, (should_stop, poll_s) in self._calls.items():
-                    at = next_look.setdefault(call, now + poll_s)
-                    if at <= now:
-                        due.append((call, should_stop))
-                        next_look[call] = now + poll_s
-                for call in [c for c in next_look if c not in self._calls]:
-                    del next_look[call]
-                wait_s = max(min(next_look.values()) - now, 0.001) if next_look else None
-            for call, should_stop in due:
-                try:
-                    stop = should_stop()
-                except Exception:  # a broken condition must not end the watchdog
-                    logger.exception("a should_stop condition failed")
-                    continue
-                if stop:
-                    call.abandon()
-            with self._changed:
-                if not due:
-                    self._changed.wait(wait_s)
-
-
-_WATCHDOG = _Watchdog()
 
 
 class OllamaChatModel:
@@ -242,11 +90,16 @@ class OllamaChatModel:
         self._client = ollama.Client(
             host=self.host, timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         )
-        self._connections = ClientLender.like(self._client._client)
         template = self._client._client
         self._chat_url = template.base_url.join("/api/chat")
         self._headers = httpx.Headers(template.headers)
         self._headers["Content-Type"] = "application/json"
+        self._proxied = _proxy_applies(self._chat_url)
+        if self._proxied:
+            self._connections: ClientLender[Any] = ClientLender.like(template)
+        else:
+            origin, self._request_head = _request_head(self._chat_url, self._headers)
+            self._connections = ClientLender(lambda: http1.Connection(origin))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OllamaChatModel:
@@ -280,7 +133,7 @@ class OllamaChatModel:
         deadline: float,
         should_stop: Callable[[], bool],
     ) -> str:
-        interrupts = _Interrupts(should_stop, deadline, deadline - time.monotonic())
+        interrupts = Interrupts(should_stop, deadline, deadline - time.monotonic())
         interrupts.check()
         payload = [{"role": m.role, "content": m.content} for m in messages]
         stops = [s for s in stop if s]
@@ -305,17 +158,17 @@ class OllamaChatModel:
     # --- one attempt -----------------------------------------------------------------
 
     def _attempt(
-        self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: _Interrupts
+        self, payload: list[dict[str, str]], *, model: str, stop: list[str], interrupts: Interrupts
     ) -> str:
         """One streamed request, read on this thread; a cancel shuts its socket down."""
         body = {"model": model, "messages": payload, "stream": True, "options": {"stop": stop}}
-        call = _Call()
+        call = Call()
 
         def woken() -> None:
             if interrupts.should_stop():
                 call.abandon()
 
-        with interrupts.waking(woken), _WATCHDOG.watching(call, interrupts):
+        with interrupts.waking(woken), WATCHDOG.watching(call, interrupts):
             interrupts.check()
             try:
                 reply = self._read(call, body, interrupts)
@@ -334,7 +187,56 @@ class OllamaChatModel:
                 raise Cancelled("the agent was cancelled while waiting for the model")
             return reply
 
-    def _read(self, call: _Call, body: dict[str, object], interrupts: _Interrupts) -> str | None:
+    def _read(self, call: Call, body: dict[str, object], interrupts: Interrupts) -> str | None:
+        if self._proxied:
+            return self._read_httpx(call, body, interrupts)
+        deadline = interrupts.deadline
+
+        def quit_now() -> bool:
+            return call.abandoned or time.monotonic() >= deadline
+
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        head = self._request_head + b"%d\r\n\r\n" % len(payload)
+        with self._connections.lend() as connection:
+            # No read waits past the step deadline: a silent server ends in a timeout then.
+            left_s = max(deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
+            keep = False
+            try:
+                for last_try in (False, True):
+                    call.attach(connection.open(
+                        connect_timeout_s=min(self.connect_timeout_s, left_s)))
+                    try:
+                        response = connection.request(
+                            head, payload, read_timeout_s=min(self.read_timeout_s, left_s))
+                        break
+                    except http1.ConnectionBroke as exc:
+                        # A kept-alive connection the server had just closed: once more
+                        # on a new one, as the request was never processed.
+                        connection.close()
+                        if last_try or not exc.retry_fresh or call.abandoned:
+                            raise
+                if not 200 <= response.status < 300:
+                    text = response.read().decode("utf-8", errors="replace")
+                    keep = response.reusable
+                    raise ollama.ResponseError(text, response.status)
+                chunks = response.iter_body()
+                reply = _read_reply(chunks, quit_now)
+                if reply is None:
+                    return None
+                # Read the stream to its end (normally just the terminating chunk) so
+                # the connection can carry the next call.
+                for _ in chunks:
+                    pass
+                keep = response.reusable
+                return reply
+            finally:
+                if not keep:
+                    connection.close()
+
+    def _read_httpx(
+        self, call: Call, body: dict[str, object], interrupts: Interrupts
+    ) -> str | None:
+        """`_read` through httpx, which honours the environment's proxy settings."""
         deadline = interrupts.deadline
 
         def quit_now() -> bool:
@@ -396,6 +298,16 @@ class OllamaChatModel:
             return ModelError(
                 f"the Ollama server at {self.host} refused the request (HTTP {status}): {message}"
             )
+        if isinstance(exc, http1.ConnectFailed):
+            if exc.timed_out:
+                return TransientModelError(
+                    f"no connection within {self.connect_timeout_s:g} s", unreachable=True
+                )
+            return TransientModelError(str(exc), unreachable=True)
+        if isinstance(exc, http1.ReadTimedOut):
+            return TransientModelError(f"no data for {self.read_timeout_s:g} s (read timeout)")
+        if isinstance(exc, http1.ConnectionBroke):
+            return TransientModelError(f"the connection broke mid-reply: {exc}")
         if isinstance(exc, httpx.ConnectTimeout):
             return TransientModelError(
                 f"no connection within {self.connect_timeout_s:g} s", unreachable=True
@@ -440,6 +352,27 @@ class OllamaChatModel:
         wanted = _with_tag(name)
         return any(_with_tag(m) == wanted for m in self.ping(timeout_s=timeout_s)["models"])
 
+
+def _proxy_applies(url: httpx.URL) -> bool:
+    """Whether an environment proxy (HTTP_PROXY, ALL_PROXY …, less NO_PROXY) covers `url`."""
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(url.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(url.host)
+
+
+def _request_head(url: httpx.URL, headers: httpx.Headers) -> tuple[http1.Origin, bytes]:
+    """Where `url` is, and its POST's head up to the Content-Length value."""
+    tls = httpx.create_ssl_context() if url.scheme == "https" else None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    host_header = url.netloc.decode("ascii")
+    origin = http1.Origin(url.host, port, host_header, tls)
+    skip = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+    lines = [f"POST {url.raw_path.decode('ascii')} HTTP/1.1", f"Host: {host_header}"]
+    lines += [f"{k}: {v}" for k, v in headers.multi_items() if k.lower() not in skip]
+    lines += ["Accept-Encoding: identity", "Content-Length: "]
+    return origin, "\r\n".join(lines).encode("latin-1")
+    
 
 def _with_tag(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"

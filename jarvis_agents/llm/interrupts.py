@@ -1,0 +1,175 @@
+"""How a model call is cut short: a cancellation, a shutdown, the step deadline.
+
+The reply is read on the agent's own thread. What may interrupt a read that is
+silent for seconds (a model loading before its first token) comes from outside: a
+`StopSignal`'s `wake()` (a cancellation, a shutdown) and, for conditions nobody
+wakes for, a watchdog thread that polls them every `poll_s` (100 ms for a plain
+callable), both of which shut the connection's socket down (`Call.abandon`) so the
+blocked read returns at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+
+from jarvis_agents.errors import Cancelled, StepTimeout
+from jarvis_agents.llm.base import StopSignal
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.1  # the Protocol's promise: Cancelled or StepTimeout within ~100 ms
+
+
+@dataclass(frozen=True)
+class Interrupts:
+    """The two reasons to abandon a call early, checked between waits and backoffs."""
+
+    should_stop: Callable[[], bool]
+    deadline: float
+    budget_s: float
+    # How long a wait may last before should_stop is looked at again (None: it wakes us).
+    poll_s: float | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        poll_s = self.should_stop.poll_s if isinstance(self.should_stop, StopSignal) else POLL_S
+        object.__setattr__(self, "poll_s", poll_s)
+
+    def waking(self, waker: Callable[[], None]) -> AbstractContextManager[None]:
+        """Run `waker` whenever should_stop may have flipped, while the block runs."""
+        if isinstance(self.should_stop, StopSignal):
+            return self.should_stop.waking(waker)
+        return nullcontext()
+
+    def wait_s(self, until: float) -> float:
+        """How long to wait before the next look: up to `until`, the deadline or a poll."""
+        wait = min(until, self.deadline) - time.monotonic()
+        return max(wait if self.poll_s is None else min(wait, self.poll_s), 0.0)
+
+    def check(self) -> None:
+        if self.should_stop():
+            raise Cancelled("the agent was cancelled while waiting for the model")
+        if time.monotonic() >= self.deadline:
+            raise StepTimeout(
+                "the model did not finish its reply within the step timeout "
+                f"({max(self.budget_s, 0.0):.1f} s)"
+            )
+
+    def sleep(self, seconds: float) -> None:
+        """A backoff that raises Cancelled or StepTimeout instead of sleeping through them."""
+        end = time.monotonic() + seconds
+        woken = threading.Event()
+        with self.waking(woken.set):
+            while True:
+                self.check()
+                if time.monotonic() >= end:
+                    return
+                woken.wait(self.wait_s(end))
+
+
+class Call:
+    """One attempt, read on the caller's thread, and the way to cut it from another.
+
+    `abandon()` (a cancellation's wake-up, or the watchdog) shuts the connection's
+    socket down: the read blocked on it returns at once, on the reading thread,
+    which then raises Cancelled. shutdown() rather than close(): the descriptor stays
+    the socket's until its owner closes it, so no other connection can be hit.
+    """
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self._stream: object | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, stream: object | None) -> None:
+        """The socket (or httpx network stream) the request goes out on, before the read."""
+        if stream is None:
+            return
+        with self._lock:
+            self._stream = stream
+            if not self.abandoned:
+                return
+        _shut(stream)
+
+    def abandon(self) -> None:
+        with self._lock:
+            if self.abandoned:
+                return
+            self.abandoned = True
+            stream = self._stream
+        if stream is not None:
+            _shut(stream)
+
+
+def _shut(stream: object) -> None:
+    sock = stream if isinstance(stream, socket.socket) else stream.get_extra_info("socket")  # type: ignore[attr-defined]
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
+            # socket's own shutdown, also for TLS: SSLSocket's would drop its SSL state
+            # under the thread reading it.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One thread that looks at the stop conditions nobody wakes for, every poll_s."""
+
+    def __init__(self) -> None:
+        self._calls: dict[Call, tuple[Callable[[], bool], float]] = {}
+        self._changed = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def watching(self, call: Call, interrupts: Interrupts) -> Iterator[None]:
+        if interrupts.poll_s is None:  # a StopSignal that wakes for all its conditions
+            yield
+            return
+        with self._changed:
+            self._calls[call] = (interrupts.should_stop, interrupts.poll_s)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ollama-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._calls.pop(call, None)
+
+    def _run(self) -> None:
+        next_look: dict[Call, float] = {}
+        while True:
+            with self._changed:
+                while not self._calls:
+                    next_look.clear()
+                    self._changed.wait()
+                now = time.monotonic()
+                due = []
+                for call, (should_stop, poll_s) in self._calls.items():
+                    at = next_look.setdefault(call, now + poll_s)
+                    if at <= now:
+                        due.append((call, should_stop))
+                        next_look[call] = now + poll_s
+                for call in [c for c in next_look if c not in self._calls]:
+                    del next_look[call]
+                wait_s = max(min(next_look.values()) - now, 0.001) if next_look else None
+            for call, should_stop in due:
+                try:
+                    stop = should_stop()
+                except Exception:  # a broken condition must not end the watchdog
+                    logger.exception("a should_stop condition failed")
+                    continue
+                if stop:
+                    call.abandon()
+            with self._changed:
+                if not due:
+                    self._changed.wait(wait_s)
+
+
+WATCHDOG = _Watchdog()
