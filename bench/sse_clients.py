@@ -1,10 +1,12 @@
 """Many SSE subscribers per process, on raw asyncio sockets.
 
 Each subscriber sends `GET /api/v1/agents/{id}/events`, then reads the chunked
-event stream; for every step event it takes the receive time (wall clock, right
-after the socket read returned) and the publish time the bench wrote into the
-event's `content`. A raw socket reader costs a few microseconds per event, so a
-process holds hundreds of streams without becoming the thing measured.
+event stream; for every step event it takes the receive time (wall clock, as the
+event loop hands it the bytes read) and the publish time the bench wrote into the
+event's `content`. Each is an `asyncio.Protocol`, not a task on a StreamReader:
+with 250 streams per process, every event arriving on all of them at once, a
+task's wake-up per read doubled the clients' CPU per event, and the clients share
+the cores with the server — their queue showed up as server latency.
 """
 
 from __future__ import annotations
@@ -19,98 +21,111 @@ from urllib.parse import urlsplit
 from bench.clients import SPAWN
 
 
-async def _subscribe(
-    host: str,
-    port: int,
-    path: str,
-    api_key: str,
-    expected: int,
-    latencies: list[float],
-    opened: asyncio.Event,
-    counter: list[int],
-    stop: asyncio.Event,
-) -> int:
-    reader, writer = await asyncio.open_connection(host, port)
-    writer.write(
-        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {api_key}\r\n"
-        f"Accept: text/event-stream\r\n\r\n".encode()
-    )
-    await writer.drain()
-    head = await reader.readuntil(b"\r\n\r\n")
-    if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError(f"GET {path}: {head.splitlines()[0]!r}")
-    counter[0] += 1
-    if counter[0] == counter[1]:
-        opened.set()
-    received = 0
-    pending = b""
-    try:
-        while received < expected and not stop.is_set():
-            data = await reader.read(65536)
-            now = time.time()
-            if not data:
-                break
-            lines = (pending + data).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if line.startswith(b"data: "):
-                    event = json.loads(line[6:])
-                    if event.get("type") == "think":
-                        latencies.append(now - float(event["content"]))
-                        received += 1
-    finally:
-        writer.close()
-    return received
+class _Stream(asyncio.Protocol):
+    """One subscriber: the request once connected, then the think events it receives."""
+
+    def __init__(self, request: bytes, expected: int, shared: _Shared) -> None:
+        self.request = request
+        self.expected = expected
+        self.shared = shared
+        self.head: bytes | None = b""  # until the response head is complete
+        self.pending = b""
+        self.received = 0
+        self.transport: asyncio.Transport | None = None
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        if self.head is not None:
+            self.head += data
+            if b"\r\n\r\n" not in self.head:
+                return
+            head, _, data = self.head.partition(b"\r\n\r\n")
+            self.head = None
+            if not head.startswith(b"HTTP/1.1 200"):
+                self.finish(RuntimeError(f"{head.splitlines()[0]!r}"))
+                return
+            self.shared.opened_one()
+        lines = (self.pending + data).split(b"\n")
+        self.pending = lines.pop()
+        for line in lines:
+            if line.startswith(b"data: "):
+                event = json.loads(line[6:])
+                if event.get("type") == "think":
+                    self.shared.latencies.append(now - float(event["content"]))
+                    self.received += 1
+        if self.received >= self.expected:
+            self.finish()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.finish()
+
+    def finish(self, error: Exception | None = None) -> None:
+        if not self.done.done():
+            if error is None:
+                self.done.set_result(self.received)
+            else:
+                self.done.set_exception(error)
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Shared:
+    """What a process's streams share: the latencies, and the count of opened streams."""
+
+    def __init__(self, streams: int) -> None:
+        self.latencies: list[float] = []
+        self.opened = asyncio.Event()
+        self.count = 0
+        self.streams = streams
+
+    def opened_one(self) -> None:
+        self.count += 1
+        if self.count == self.streams:
+            self.opened.set()
 
 
 async def _run(
     base_url: str, api_key: str, agent_ids: list[str], expected: int, control: Any, report: Any
 ) -> None:
     parts = urlsplit(base_url)
-    latencies: list[float] = []
-    opened = asyncio.Event()
-    stop = asyncio.Event()
-    counter = [0, len(agent_ids)]
-    tasks = []
-    for agent_id in agent_ids:
-        tasks.append(
-            asyncio.create_task(
-                _subscribe(
-                    parts.hostname or "127.0.0.1",
-                    parts.port or 80,
-                    f"/api/v1/agents/{agent_id}/events",
-                    api_key,
-                    expected,
-                    latencies,
-                    opened,
-                    counter,
-                    stop,
-                )
-            )
-        )
-        await asyncio.sleep(0)  # let it connect: a burst of 250 SYNs at once is not the test
-    await asyncio.wait_for(opened.wait(), timeout=120)
-    report.put(("open", len(agent_ids)))
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
     loop = asyncio.get_running_loop()
+    shared = _Shared(len(agent_ids))
+    streams: list[_Stream] = []
+    for agent_id in agent_ids:
+        request = (
+            f"GET /api/v1/agents/{agent_id}/events HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {api_key}\r\nAccept: text/event-stream\r\n\r\n"
+        ).encode()
+        # One connection after another: a burst of 250 SYNs at once is not the test.
+        _, stream = await loop.create_connection(
+            lambda request=request: _Stream(request, expected, shared), host, port
+        )
+        streams.append(stream)
+    await asyncio.wait_for(shared.opened.wait(), timeout=120)
+    report.put(("open", len(agent_ids)))
     # Done when every stream has its events, or when the harness says "stop" (it always
     # does, in collect(): that also releases the thread waiting on the control queue).
     told = loop.run_in_executor(None, control.get)
-    await asyncio.wait(
-        [asyncio.gather(*tasks, return_exceptions=True), told], return_when=asyncio.FIRST_COMPLETED
-    )
-    stop.set()
-    done, _ = await asyncio.wait(tasks, timeout=10)
-    counts = [t.result() for t in done if not t.cancelled() and t.exception() is None]
+    finished = asyncio.gather(*(s.done for s in streams), return_exceptions=True)
+    await asyncio.wait([finished, told], return_when=asyncio.FIRST_COMPLETED)
+    for stream in streams:
+        stream.finish()
+    await finished
     errors = sorted(
-        {repr(t.exception())[:200] for t in done if not t.cancelled() and t.exception() is not None}
+        {repr(s.done.exception())[:200] for s in streams if s.done.exception() is not None}
     )
-    for task in tasks:
-        task.cancel()
+    counts = [s.received for s in streams]
     report.put(
         (
             "done",
             {
-                "latencies": latencies,
+                "latencies": shared.latencies,
                 "streams": len(agent_ids),
                 "complete_streams": sum(1 for c in counts if c >= expected),
                 "received": sorted(counts)[:5],
