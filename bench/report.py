@@ -106,8 +106,9 @@ def _method(meta: dict[str, Any]) -> list[str]:
         (
             "- **Clients**: every concurrent HTTP client is its own process (spawned), with one "
             "keep-alive `http.client` connection; 8 of them, one user each, released together "
-            "by a barrier. SSE subscribers are raw asyncio sockets, 250 per process in 4 "
-            "processes. All clients share the machine's cores with the system under test."
+            "by a barrier. SSE subscribers are raw asyncio sockets (an `asyncio.Protocol` each), "
+            "250 per process in 4 processes. All clients share the machine's cores with the "
+            "system under test."
         ),
         (
             "- **Timestamps** are wall-clock (`time.time()`, `completed_at` in the database) "
