@@ -24,9 +24,9 @@ MAX_PAGE = 100
 @bp.post("/agents")
 def create_agent() -> Response:
     request_, key = params.create_request()
-    agent, created = ctx().service.create(current_user().id, request_, idempotency_key=key)
+    agent, _created = ctx().service.create(current_user().id, request_, idempotency_key=key)
     # A repeat of an Idempotency-Key replays the first answer (202, the same agent),
-    # as idempotent APIs do; `created` only decides whether anything was enqueued.
+    # as idempotent APIs do; `_created` only decides whether anything was enqueued.
     return agent_response(agent, 202)
 
 

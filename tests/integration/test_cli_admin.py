@@ -13,7 +13,7 @@ from tests.conftest import cli_env
 
 def jarvis(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "jarvis_agents.cli", *args], env=cli_env(**env),
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], text: str) -> None:

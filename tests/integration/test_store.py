@@ -204,7 +204,8 @@ def test_race_between_completion_and_cancellation(pg_url: str) -> None:
             barrier = threading.Barrier(8)
             wins: list[str] = []
 
-            def contend(kind: str) -> None:
+            def contend(kind: str, agent: Agent = agent, barrier: threading.Barrier = barrier,
+                        wins: list[str] = wins) -> None:
                 barrier.wait()
                 if kind == "complete":
                     won = repository.transition(
