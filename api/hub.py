@@ -270,6 +270,8 @@ class EventHub:
     def _handle(self, raw: dict[str, Any]) -> None:
         kind = raw.get("type")
         if kind == "pmessage":
+            if _text(raw["channel"]) not in self._subscriptions:
+                return  # every agent's events reach every API process; most watch none
             message = decode(raw["channel"], raw["data"])
             if message is None:
                 return
