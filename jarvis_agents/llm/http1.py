@@ -75,9 +75,10 @@ class Connection:
         self.sock: socket.socket | None = None
         self._buffer = bytearray()
         self._reused = False
+        self._poller: select.poll | None = None  # not select(): descriptors may pass 1024
 
     def close(self) -> None:
-        sock, self.sock = self.sock, None
+        sock, self.sock, self._poller = self.sock, None, None
         self._buffer.clear()
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -88,7 +89,7 @@ class Connection:
         if self.sock is not None:
             # Readable while idle means the server closed it (or sent something
             # unasked): a new connection, rather than a request that fails.
-            if not _readable(self.sock):
+            if not (self._poller and self._poller.poll(0)):
                 self._reused = True
                 return self.sock
             self.close()
@@ -113,6 +114,8 @@ class Connection:
             sock.close()
             raise ConnectFailed(_reason(exc)) from exc
         self.sock = sock
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
         return sock
 
     def request(self, head: bytes, body: bytes, *, read_timeout_s: float) -> Response:
@@ -264,12 +267,6 @@ class Response:
 
     def read(self) -> bytes:
         return b"".join(self.iter_body())
-
-
-def _readable(sock: socket.socket) -> bool:
-    poller = select.poll()  # not select(): a worker's descriptors may pass 1024
-    poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-    return bool(poller.poll(0))
 
 
 def _broke(exc: OSError, *, fresh: bool) -> ConnectionBroke:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 import threading
 import time
@@ -117,25 +118,36 @@ def _shut(stream: object) -> None:
 
 
 class _Watchdog:
-    """One thread that looks at the stop conditions nobody wakes for, every poll_s."""
+    """One thread that looks at the stop conditions nobody wakes for, every poll_s.
+
+    A call's first look is due `poll_s` after it starts. The thread is woken for a new
+    call only when it would otherwise sleep past that (it is idle, or its next look
+    is later): a worker's agents all poll at the same interval, so nearly every model
+    call starts and ends without waking it, a thread switch saved per call.
+    """
 
     def __init__(self) -> None:
-        self._calls: dict[Call, tuple[Callable[[], bool], float]] = {}
+        self._calls: dict[Call, tuple[Callable[[], bool], float, float]] = {}
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
+        # When the thread will look next on its own (-inf: it is looking now).
+        self._wake_at = math.inf
 
     @contextlib.contextmanager
     def watching(self, call: Call, interrupts: Interrupts) -> Iterator[None]:
-        if interrupts.poll_s is None:  # a StopSignal that wakes for all its conditions
+        poll_s = interrupts.poll_s
+        if poll_s is None:  # a StopSignal that wakes for all its conditions
             yield
             return
         with self._changed:
-            self._calls[call] = (interrupts.should_stop, interrupts.poll_s)
+            first_look = time.monotonic() + poll_s
+            self._calls[call] = (interrupts.should_stop, poll_s, first_look)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ollama-watchdog",
                                                 daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if first_look < self._wake_at:
+                self._changed.notify()
         try:
             yield
         finally:
@@ -146,19 +158,25 @@ class _Watchdog:
         next_look: dict[Call, float] = {}
         while True:
             with self._changed:
-                while not self._calls:
-                    next_look.clear()
-                    self._changed.wait()
-                now = time.monotonic()
-                due = []
-                for call, (should_stop, poll_s) in self._calls.items():
-                    at = next_look.setdefault(call, now + poll_s)
-                    if at <= now:
-                        due.append((call, should_stop))
-                        next_look[call] = now + poll_s
-                for call in [c for c in next_look if c not in self._calls]:
-                    del next_look[call]
-                wait_s = max(min(next_look.values()) - now, 0.001) if next_look else None
+                while True:
+                    while not self._calls:
+                        next_look.clear()
+                        self._wake_at = math.inf
+                        self._changed.wait()
+                    now = time.monotonic()
+                    due = []
+                    for call, (should_stop, poll_s, first_look) in self._calls.items():
+                        at = next_look.setdefault(call, first_look)
+                        if at <= now:
+                            due.append((call, should_stop))
+                            next_look[call] = now + poll_s
+                    for call in [c for c in next_look if c not in self._calls]:
+                        del next_look[call]
+                    if due:
+                        self._wake_at = -math.inf  # it looks again once these are done
+                        break
+                    self._wake_at = min(next_look.values())
+                    self._changed.wait(max(self._wake_at - now, 0.001))
             for call, should_stop in due:
                 try:
                     stop = should_stop()
@@ -167,9 +185,6 @@ class _Watchdog:
                     continue
                 if stop:
                     call.abandon()
-            with self._changed:
-                if not due:
-                    self._changed.wait(wait_s)
 
 
 WATCHDOG = _Watchdog()
