@@ -124,7 +124,9 @@ class Executor:
         """
         tools = self.tools.subset(agent.tools)
         tool_list = [t for t in (tools.get(n) for n in tools.names()) if t is not None]
-        state = _State.rebuild(self.store.steps_after(agent.id))
+        # Every write of a RUNNING agent's steps sets its step_count to at least 1, so
+        # an agent still at 0 (nearly every claim) has none to read back.
+        state = _State.rebuild(self.store.steps_after(agent.id) if agent.step_count else [])
         started = agent.started_at or utcnow()
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
         try:

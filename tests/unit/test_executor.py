@@ -291,6 +291,39 @@ def test_resume_after_a_crash_at_every_point(tools: ToolRegistry, weather: FakeW
     assert weather.calls == expected_calls
 
 
+class ReadCountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def steps_after(self, agent_id, seq=0):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().steps_after(agent_id, seq)
+
+
+def test_a_fresh_agent_reads_no_steps_back_a_resumed_one_does(tools: ToolRegistry) -> None:
+    store = ReadCountingStore()
+    script = by_turn(WEATHER_SCRIPT[:1] + WEATHER_SCRIPT[-1:])
+    agent = start(store)
+    assert agent.step_count == 0
+    model = ScriptedChatModel(script)
+    executor = make_executor(store, model, tools)
+    first = store.add(replace(agent, max_steps=1))  # stops after one iteration
+    assert executor.run(first) is not None
+    assert store.reads == 0
+    again = start(store)
+    store.append_steps(again.id, again.attempt, [Step(1, 0, StepType.THINK, "t"),
+                       Step(2, 0, StepType.ACT, "London", tool="getWeather")], step_count=1)
+    resumed = store.get(again.id)
+    assert resumed is not None and resumed.step_count == 1
+    done = make_executor(store, ScriptedChatModel(script), tools).run(resumed)
+    assert store.reads == 1
+    assert done is not None and done.status is AgentStatus.COMPLETED
+    steps = store.steps_after(again.id)
+    # The persisted ACT's tool ran (its OBSERVE is there), and the loop went on after it.
+    assert kinds(steps)[:3] == [(0, "THINK"), (0, "ACT"), (0, "OBSERVE")]
+
+
 ECHO_SCRIPT = [
     "THOUGHT: first\nACTION: echo\nINPUT: one",
     "THOUGHT: second\nACTION: echo\nINPUT: two",
