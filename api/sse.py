@@ -55,7 +55,7 @@ def step_frame(message: Message) -> StepFrame | None:
         return cached
     try:
         seq = int(message.data["seq"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # Infinity parses as JSON
         return None
     frame = sse(str(message.data.get("type", "")).lower(), message.data, event_id=seq)
     cached = StepFrame(message, seq, frame, b"%X\r\n%s\r\n" % (len(frame), frame))

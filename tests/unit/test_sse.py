@@ -120,3 +120,10 @@ def test_no_direct_writes_outside_gevent(pair) -> None:
     response = SimpleNamespace(server_response=SimpleNamespace(sock=server, chunked=True))
     assert socket_writer(response) is None  # type: ignore[arg-type]
     assert socket_writer(None) is None
+
+
+@pytest.mark.parametrize("seq", [None, "three", float("inf"), float("nan")])
+def test_a_step_without_a_whole_seq_is_left_to_the_stream(seq: object) -> None:
+    # json.loads reads Infinity and NaN; neither may raise in the hub's reader.
+    message = Message(AGENT_CHANNEL.format(AGENT), "step", {"seq": seq, "type": "think"})
+    assert step_frame(message) is None
