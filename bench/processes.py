@@ -124,11 +124,43 @@ def children(pid: int) -> list[int]:
 
 def cpu_seconds(pid: int) -> float:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat(pid)
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     # After the command name: state is field 3, utime 14 and stime 15 (1-based).
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a forking server: the process whose child `pid` is, its reaped
+    children (cutime, cstime) and its live children, together.
+
+    What PostgreSQL has spent: the postmaster's live backends and background
+    processes plus every backend that has exited since it started. Summing only
+    the live backends of one database went down whenever a pooled connection
+    closed between two samples (negative CPU per agent).
+    """
+    try:
+        parent = int(_stat(pid)[1])
+        fields = _stat(parent)
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    live = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                child = _stat(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # it exited meanwhile (and is counted in cutime from now on)
+            if int(child[1]) == parent:
+                live += int(child[11]) + int(child[12])
+    # utime, stime, cutime, cstime: fields 14-17 (1-based), read after the children.
+    return (live + sum(int(v) for v in fields[11:15])) / CLOCK_TICKS
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (state first, then ppid)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def rss_bytes(pid: int) -> int:

@@ -203,7 +203,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             ),
         ),
         (
-            "CPU per agent: workers / API / PostgreSQL backends / Redis / model server",
+            "CPU per agent: workers / API / PostgreSQL (all its processes) / Redis / model server",
             lambda tp: (
                 f"{cell(tp, 'cpu_ms_per_agent_workers')} / {cell(tp, 'cpu_ms_per_agent_api')} / "
                 f"{cell(tp, 'cpu_ms_per_agent_postgres')} / {cell(tp, 'cpu_ms_per_agent_redis')} / "

@@ -275,24 +275,16 @@ class Stack:
         return rss_bytes(self.api_worker_pid())
 
     def service_cpu_s(self) -> dict[str, float]:
-        """CPU seconds used so far by our database's backends and by the private Redis."""
+        """CPU seconds used so far by PostgreSQL (all its processes: backends, the WAL
+        writer, the checkpointer; other databases' too, so nothing else should run on
+        it meanwhile) and by the private Redis."""
         from sqlalchemy import text
 
-        from bench.processes import cpu_seconds
+        from bench.processes import server_cpu_seconds
 
         with self.engine.connect() as conn:
-            pids = (
-                conn.execute(
-                    text(
-                        "SELECT pid FROM pg_stat_activity WHERE datname = :name AND pid <> "
-                        "pg_backend_pid()"
-                    ),
-                    {"name": self.db_name},
-                )
-                .scalars()
-                .all()
-            )
-        found = {"postgres": sum(cpu_seconds(pid) for pid in pids)}
+            backend = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        found = {"postgres": server_cpu_seconds(backend)}
         if self._redis_server is not None:
             found["redis"] = self._redis_server.cpu_s()
         return found
