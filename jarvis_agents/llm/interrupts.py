@@ -81,11 +81,17 @@ class Call:
     socket down: the read blocked on it returns at once, on the reading thread,
     which then raises Cancelled. shutdown() rather than close(): the descriptor stays
     the socket's until its owner closes it, so no other connection can be hit.
+
+    `detach()` ends the call's hold on the socket before its connection is lent to
+    another call: a cancellation or a watchdog look that lands after that (both run
+    should_stop() outside any lock, so they can be late) must not cut the next
+    borrower's reply. The socket is shut down under the lock for the same reason.
     """
 
     def __init__(self) -> None:
         self.abandoned = False
         self._stream: object | None = None
+        self._detached = False
         self._lock = threading.Lock()
 
     def attach(self, stream: object | None) -> None:
@@ -94,18 +100,29 @@ class Call:
             return
         with self._lock:
             self._stream = stream
-            if not self.abandoned:
-                return
-        _shut(stream)
+            if self.abandoned:
+                _shut(stream)
+
+    def detach(self) -> bool:
+        """Let go of the socket before its connection goes back to the pool.
+
+        From now on `abandon()` does nothing. Returns whether the call was abandoned
+        (its socket shut down, so its connection must not be kept).
+        """
+        with self._lock:
+            self._stream = None
+            self._detached = True
+            return self.abandoned
 
     def abandon(self) -> None:
         with self._lock:
-            if self.abandoned:
+            if self.abandoned or self._detached:
                 return
             self.abandoned = True
-            stream = self._stream
-        if stream is not None:
-            _shut(stream)
+            # Under the lock: a detach() racing this shutdown would otherwise hand the
+            # socket to another call just before it is cut.
+            if self._stream is not None:
+                _shut(self._stream)
 
 
 def _shut(stream: object) -> None:

@@ -230,7 +230,10 @@ class OllamaChatModel:
                 keep = response.reusable
                 return reply
             finally:
-                if not keep:
+                # Let go before the connection is lent again: a cancellation of this
+                # call that lands late must not cut the next borrower's reply. A
+                # connection this call cut is not kept.
+                if call.detach() or not keep:
                     connection.close()
 
     def _read_httpx(
@@ -252,7 +255,6 @@ class OllamaChatModel:
                     http._jarvis_stream = stream  # type: ignore[attr-defined]
                     call.attach(stream)
 
-            call.attach(getattr(http, "_jarvis_stream", None))
             # No read waits past the step deadline: a silent server ends in a timeout then.
             left_s = max(deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
             timeout = httpx.Timeout(
@@ -267,22 +269,28 @@ class OllamaChatModel:
                 content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
                 extensions={"timeout": timeout.as_dict(), "trace": trace},
             )
-            response = http._transport_for_url(self._chat_url).handle_request(request)
+            call.attach(getattr(http, "_jarvis_stream", None))
             try:
-                if not response.is_success:
-                    response.read()
-                    raise ollama.ResponseError(response.text, response.status_code)
-                chunks = response.iter_bytes()
-                reply = _read_reply(chunks, quit_now)
-                if reply is None:
-                    return None
-                # Read the stream to its end (normally just the terminating chunk) so
-                # the connection goes back to the pool instead of being closed.
-                for _ in chunks:
-                    pass
-                return reply
+                response = http._transport_for_url(self._chat_url).handle_request(request)
+                try:
+                    if not response.is_success:
+                        response.read()
+                        raise ollama.ResponseError(response.text, response.status_code)
+                    chunks = response.iter_bytes()
+                    reply = _read_reply(chunks, quit_now)
+                    if reply is None:
+                        return None
+                    # Read the stream to its end (normally just the terminating chunk) so
+                    # the connection goes back to the pool instead of being closed.
+                    for _ in chunks:
+                        pass
+                    return reply
+                finally:
+                    response.close()
             finally:
-                response.close()
+                # Let go before the client is lent again (see `_read`). A stream this
+                # call cut is readable while idle: httpcore replaces it before reuse.
+                call.detach()
 
     # --- errors ----------------------------------------------------------------------
 

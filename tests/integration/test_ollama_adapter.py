@@ -180,6 +180,38 @@ def test_the_step_deadline_mid_reply_is_a_step_timeout(
     assert time.monotonic() - started < 0.5
 
 
+def test_a_late_cancel_of_one_call_does_not_cut_the_next_call_on_its_connection(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    # A wake-up looks at the condition outside any lock, so it can decide to cut A's
+    # call after A's reply was read and its connection lent to B.
+    b_reading = threading.Event()
+    a_cut = threading.Event()
+
+    def a_cancelled() -> bool:
+        if threading.current_thread().name != "late-wake":
+            return False
+        b_reading.wait(5)  # A is cancelled only once B reads on A's connection
+        a_cut.set()
+        return True
+
+    signal_a = StopSignal(a_cancelled)
+
+    def respond(request: dict[str, object]) -> str:
+        if request["model"] == "test-model":  # A's call: its cancellation is under way
+            threading.Thread(target=signal_a.wake, name="late-wake").start()
+            return "A"
+        b_reading.set()
+        return " ".join(["word"] * 5)
+
+    fake.responder = respond
+    fake.chunk_delay_s = 0.05
+    assert ask(model, name="test-model", should_stop=signal_a) == "A"
+    assert ask(model) == " ".join(["word"] * 5)
+    assert a_cut.is_set()  # the late look did happen, and asked for A's cut
+    assert fake.call_count == 2  # B's call was not cut and retried
+
+
 # --- failures ------------------------------------------------------------------------
 
 
