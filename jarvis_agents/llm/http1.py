@@ -19,9 +19,11 @@ blocked on it returns at once with an error.
 from __future__ import annotations
 
 import contextlib
+import math
 import select
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -76,9 +78,14 @@ class Connection:
         self._buffer = bytearray()
         self._reused = False
         self._poller: select.poll | None = None  # not select(): descriptors may pass 1024
+        # The current request's limits, and the socket's timeout (None: not known).
+        self._read_timeout_s = math.inf
+        self._deadline = math.inf
+        self._timeout_s: float | None = None
 
     def close(self) -> None:
         sock, self.sock, self._poller = self.sock, None, None
+        self._timeout_s = None
         self._buffer.clear()
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -114,19 +121,25 @@ class Connection:
             sock.close()
             raise ConnectFailed(_reason(exc)) from exc
         self.sock = sock
+        self._timeout_s = None
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
         return sock
 
-    def request(self, head: bytes, body: bytes, *, read_timeout_s: float) -> Response:
+    def request(self, head: bytes, body: bytes, *, read_timeout_s: float,
+                deadline: float = math.inf) -> Response:
         """Send a request on the open socket and read the response's head.
 
-        A kept-alive connection that ends before any byte of the response raises
-        ConnectionBroke with `retry_fresh` set.
+        Each wait for the server (this send, and each read of the response) ends
+        after `read_timeout_s` or at `deadline` (a `time.monotonic()` value), whichever
+        comes first, with ReadTimedOut. A kept-alive connection that ends before any
+        byte of the response raises ConnectionBroke with `retry_fresh` set.
         """
         sock = self.sock
         assert sock is not None, "open() first"
-        sock.settimeout(read_timeout_s)
+        self._read_timeout_s = read_timeout_s
+        self._deadline = deadline
+        self._arm(sock)
         try:
             sock.sendall(head + body)
         except TimeoutError as exc:
@@ -164,6 +177,7 @@ class Connection:
         sock = self.sock
         if sock is None:
             raise ConnectionBroke("the connection was closed")
+        self._arm(sock)
         try:
             data = sock.recv(65536)
         except TimeoutError as exc:
@@ -174,6 +188,22 @@ class Connection:
             raise ConnectionBroke("the server closed the connection",
                                   retry_fresh=fresh and self._reused)
         self._buffer += data
+
+    def _arm(self, sock: socket.socket) -> None:
+        """Set the timeout of the next wait: the read timeout, cut short by the deadline.
+
+        Per wait rather than once per request: a reply that trickles in must not
+        let each read wait the whole time that was left when the request went out.
+        """
+        timeout_s = self._read_timeout_s
+        left_s = self._deadline - time.monotonic()
+        if left_s < timeout_s:
+            if left_s <= 0:
+                raise ReadTimedOut("the deadline passed")
+            timeout_s = left_s
+        if timeout_s != self._timeout_s:
+            sock.settimeout(timeout_s)
+            self._timeout_s = timeout_s
 
     def _line(self) -> bytes:
         buffer = self._buffer

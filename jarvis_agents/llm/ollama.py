@@ -197,17 +197,20 @@ class OllamaChatModel:
 
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         head = self._request_head + b"%d\r\n\r\n" % len(payload)
+        # No wait goes past the step deadline: a silent server ends in a timeout then.
+        # Each read's timeout is set when it starts (http1), not once for the call.
+        wait_until = deadline + _DEADLINE_MARGIN_S
         with self._connections.lend() as connection:
-            # No read waits past the step deadline: a silent server ends in a timeout then.
-            left_s = max(deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
             keep = False
             try:
                 for last_try in (False, True):
+                    left_s = max(wait_until - time.monotonic(), 0.0)
                     call.attach(connection.open(
                         connect_timeout_s=min(self.connect_timeout_s, left_s)))
                     try:
                         response = connection.request(
-                            head, payload, read_timeout_s=min(self.read_timeout_s, left_s))
+                            head, payload, read_timeout_s=self.read_timeout_s,
+                            deadline=wait_until)
                         break
                     except http1.ConnectionBroke as exc:
                         # A kept-alive connection the server had just closed: once more

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -171,6 +172,29 @@ def test_a_silent_server_and_a_refused_connection(serve) -> None:  # type: ignor
     refused = http1.Connection(http1.Origin("127.0.0.1", port, f"127.0.0.1:{port}"))
     with pytest.raises(http1.ConnectFailed, match="connection refused"):
         refused.open(connect_timeout_s=2)
+
+
+def test_each_read_waits_no_later_than_the_deadline(serve) -> None:  # type: ignore[no-untyped-def]
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        time.sleep(0.3)
+        conn.sendall(b"3\r\nab\n\r\n")
+        time.sleep(2)  # then silence
+        return False
+
+    conn = connection(serve(answer))
+    conn.open(connect_timeout_s=2)
+    head = b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+    started = time.monotonic()
+    response = conn.request(head, b"", read_timeout_s=5, deadline=started + 0.5)
+    body = response.iter_body()
+    assert next(body) == b"ab\n"
+    with pytest.raises(http1.ReadTimedOut):
+        next(body)
+    assert 0.45 < time.monotonic() - started < 0.65  # not 0.3 s + the 0.5 s left at first
+    with pytest.raises(http1.ReadTimedOut):  # a deadline already passed: at once
+        conn.request(head, b"", read_timeout_s=5, deadline=time.monotonic() - 1)
+    conn.close()
 
 
 def test_an_environment_proxy_sends_the_model_call_through_httpx(

@@ -180,6 +180,18 @@ def test_the_step_deadline_mid_reply_is_a_step_timeout(
     assert time.monotonic() - started < 0.5
 
 
+def test_a_reply_that_stalls_after_a_token_times_out_at_the_step_deadline(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
+    fake.responder = lambda request: "one two three"
+    fake.chunk_delay_s = 0.5  # "two" at +0.5 s, "three" at +1.0 s
+    started = time.monotonic()
+    with pytest.raises(StepTimeout, match="step timeout"):
+        ask(model, timeout_s=0.6)
+    # The read after "two" waits what is left of the step, not the 0.6 s left at the start.
+    assert time.monotonic() - started < 0.85
+
+
 def test_a_late_cancel_of_one_call_does_not_cut_the_next_call_on_its_connection(
     fake: FakeOllama, model: OllamaChatModel
 ) -> None:
