@@ -91,7 +91,9 @@ class OllamaChatModel:
             host=self.host, timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         )
         template = self._client._client
-        self._chat_url = template.base_url.join("/api/chat")
+        # Relative to the base URL, as the client's own calls are: an OLLAMA_HOST with
+        # a path (a reverse proxy at /ollama) keeps it. httpx ends base_url with "/".
+        self._chat_url = template.base_url.join("api/chat")
         self._headers = httpx.Headers(template.headers)
         self._headers["Content-Type"] = "application/json"
         self._proxied = _proxy_applies(self._chat_url)

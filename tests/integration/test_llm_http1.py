@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from jarvis_agents.llm import http1
+from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.llm.ollama import OllamaChatModel
 
 Answer = Callable[[socket.socket, bytes], bool]  # (connection, request) → keep it open?
@@ -197,10 +198,13 @@ def test_each_read_waits_no_later_than_the_deadline(serve) -> None:  # type: ign
     conn.close()
 
 
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
+
+
 def test_an_environment_proxy_sends_the_model_call_through_httpx(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+    for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     with OllamaChatModel(host="http://ollama.internal:11434") as model:
         assert not model._proxied
@@ -210,3 +214,32 @@ def test_an_environment_proxy_sends_the_model_call_through_httpx(
     monkeypatch.setenv("NO_PROXY", "ollama.internal")
     with OllamaChatModel(host="http://ollama.internal:11434") as model:
         assert not model._proxied
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "through-a-proxy"])
+def test_a_host_with_a_path_prefix_keeps_it_in_the_model_call(  # type: ignore[no-untyped-def]
+    serve, monkeypatch: pytest.MonkeyPatch, proxied: bool
+) -> None:
+    # Ollama behind a reverse proxy at /ollama: readiness (the ollama client) keeps
+    # the prefix, so the chat must too.
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        line = b'{"message":{"content":"hi"},"done":true}\n'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(line), line))
+        return True
+
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    server = serve(answer)
+    if proxied:  # the raw server is the forward proxy: it sees the absolute URL
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+        host, request_line = "http://ollama.internal:11434/ollama", (
+            b"POST http://ollama.internal:11434/ollama/api/chat HTTP/1.1\r\n")
+    else:
+        host, request_line = f"http://127.0.0.1:{server.port}/ollama", (
+            b"POST /ollama/api/chat HTTP/1.1\r\n")
+    with OllamaChatModel(host=host, retries=1) as model:
+        assert model._proxied is proxied
+        reply = model.chat([ChatMessage("user", "x")], model="m", stop=[],
+                           deadline=time.monotonic() + 5, should_stop=lambda: False)
+    assert reply == "hi"
+    assert server.requests[0].startswith(request_line)
