@@ -24,7 +24,7 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 _MAX_HEAD = 64 * 1024
@@ -69,6 +69,10 @@ class Origin:
     tls: ssl.SSLContext | None = None
 
 
+def _ignore(sock: socket.socket) -> None:
+    pass
+
+
 class Connection:
     """One kept-alive connection to an origin, opened on first use and after a close."""
 
@@ -91,19 +95,26 @@ class Connection:
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def open(self, *, connect_timeout_s: float) -> socket.socket:
-        """The socket requests go out on: the kept one if the server has not closed it."""
+    def open(self, *, connect_timeout_s: float,
+             attach: Callable[[socket.socket], None] = _ignore) -> socket.socket:
+        """The socket requests go out on: the kept one if the server has not closed it.
+
+        `attach` is given the socket before any wait on it: a new one before it
+        connects, and the TLS socket before its handshake, so that another thread
+        can cut the wait short with `shutdown()`. It may raise to give up.
+        """
         if self.sock is not None:
             # Readable while idle means the server closed it (or sent something
             # unasked): a new connection, rather than a request that fails.
             if not (self._poller and self._poller.poll(0)):
                 self._reused = True
+                attach(self.sock)
                 return self.sock
             self.close()
         self._reused = False
         origin = self.origin
         try:
-            sock = socket.create_connection((origin.host, origin.port), timeout=connect_timeout_s)
+            sock = _connect(origin, connect_timeout_s, attach)
         except TimeoutError as exc:
             raise ConnectFailed(f"no connection within {connect_timeout_s:g} s",
                                 timed_out=True) from exc
@@ -112,7 +123,12 @@ class Connection:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if origin.tls is not None:
-                sock = origin.tls.wrap_socket(sock, server_hostname=origin.host)
+                # The handshake after attach(): wrapping takes the descriptor over
+                # from `sock`, whose shutdown() would no longer reach it.
+                sock = origin.tls.wrap_socket(sock, server_hostname=origin.host,
+                                              do_handshake_on_connect=False)
+                attach(sock)
+                sock.do_handshake()
         except TimeoutError as exc:
             sock.close()
             raise ConnectFailed(f"no TLS handshake within {connect_timeout_s:g} s",
@@ -120,6 +136,9 @@ class Connection:
         except OSError as exc:
             sock.close()
             raise ConnectFailed(_reason(exc)) from exc
+        except BaseException:  # attach() gave up
+            sock.close()
+            raise
         self.sock = sock
         self._timeout_s = None
         self._poller = select.poll()
@@ -297,6 +316,33 @@ class Response:
 
     def read(self) -> bytes:
         return b"".join(self.iter_body())
+
+
+def _connect(origin: Origin, timeout_s: float,
+             attach: Callable[[socket.socket], None]) -> socket.socket:
+    """socket.create_connection(), but each socket is attached before it connects."""
+    first: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(
+            origin.host, origin.port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            attach(sock)
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            first = first or exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    if first is None:
+        raise OSError("getaddrinfo returned no address")
+    try:
+        raise first  # as create_connection: the first address's failure
+    finally:
+        first = None  # no reference cycle through this frame
 
 
 def _broke(exc: OSError, *, fresh: bool) -> ConnectionBroke:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -197,6 +198,13 @@ class OllamaChatModel:
         def quit_now() -> bool:
             return call.abandoned or time.monotonic() >= deadline
 
+        def attach(sock: socket.socket) -> None:
+            # Before the connect and the TLS handshake, so that a cancel cuts those
+            # short too. A socket not yet connecting ignores shutdown(): look first.
+            call.attach(sock)
+            if call.abandoned:
+                raise http1.ConnectFailed("the call was abandoned")
+
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         head = self._request_head + b"%d\r\n\r\n" % len(payload)
         # No wait goes past the step deadline: a silent server ends in a timeout then.
@@ -207,8 +215,8 @@ class OllamaChatModel:
             try:
                 for last_try in (False, True):
                     left_s = max(wait_until - time.monotonic(), 0.0)
-                    call.attach(connection.open(
-                        connect_timeout_s=min(self.connect_timeout_s, left_s)))
+                    connection.open(
+                        connect_timeout_s=min(self.connect_timeout_s, left_s), attach=attach)
                     try:
                         response = connection.request(
                             head, payload, read_timeout_s=self.read_timeout_s,

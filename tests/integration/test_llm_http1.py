@@ -198,6 +198,29 @@ def test_each_read_waits_no_later_than_the_deadline(serve) -> None:  # type: ign
     conn.close()
 
 
+def test_a_socket_is_attached_before_it_connects_and_attach_may_give_up(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(chunked)
+    conn = connection(server)
+    attached: list[socket.socket] = []
+
+    def give_up(sock: socket.socket) -> None:
+        attached.append(sock)
+        assert sock.fileno() >= 0
+        with pytest.raises(OSError):
+            sock.getpeername()  # not connected yet: another thread could still stop it
+        raise http1.ConnectFailed("cancelled")
+
+    with pytest.raises(http1.ConnectFailed, match="cancelled"):
+        conn.open(connect_timeout_s=2, attach=give_up)
+    assert attached and attached[0].fileno() == -1  # closed, never connected
+    assert conn.sock is None
+    conn.open(connect_timeout_s=2, attach=attached.append)
+    assert attached[-1] is conn.sock
+    assert post(conn).read() == b"ab\n{}"
+    conn.close()
+    assert server.connections == 1
+
+
 PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
 
 

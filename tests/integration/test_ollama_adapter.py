@@ -159,6 +159,20 @@ def test_a_stop_signal_still_polls_what_cannot_wake_it(
     assert time.monotonic() - started < 0.5
 
 
+def test_a_cancel_during_the_tls_handshake_is_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    # The kernel takes the connection; nobody ever answers the TLS ClientHello.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        host = f"https://127.0.0.1:{listener.getsockname()[1]}"
+        with OllamaChatModel(host=host, retries=1, connect_timeout_s=3.0) as model:
+            assert not model._proxied
+            started = time.monotonic()
+            with pytest.raises(Cancelled):
+                ask(model, should_stop=flips_after(0.2))
+            assert time.monotonic() - started < 0.5  # not the 3 s connect timeout
+
+
 def test_a_step_deadline_ends_a_wait_no_signal_interrupts(
     fake: FakeOllama, model: OllamaChatModel
 ) -> None:
