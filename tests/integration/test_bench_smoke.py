@@ -12,11 +12,20 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import ollama
 import pytest
 
+from bench.model_server import fetch_calls
+from bench.processes import free_port
 from jarvis_agents.config import Settings
+from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.ollama import OllamaChatModel
+from jarvis_agents.react.prompt import STOP_SEQUENCES
 from tests.conftest import PG_ADMIN_URL, ROOT, cli_env
 
 pytestmark = pytest.mark.integration
@@ -117,3 +126,57 @@ def test_quick_bench_runs_every_scenario_to_completion(
     ):
         assert heading in text
     assert "| metric | 1 worker process |" in text  # a column per number of worker processes
+
+
+@pytest.fixture
+def bench_model() -> Iterator[str]:
+    """`python -m bench.model_server` with 0.5 s of latency and 2 tool calls."""
+    port = free_port()
+    args = ["-m", "bench.model_server", "--port", str(port), "--latency", "0.5", "--tool-calls", "2"]
+    server = subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None and "listening" in server.stdout.readline()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        assert server.wait(10) == 0
+
+
+@pytest.mark.timeout(30)
+def test_bench_model_server_scripts_the_worker_client_and_clocks_each_call(
+    bench_model: str,
+) -> None:
+    with OllamaChatModel(host=bench_model) as model:
+        assert model.has_model("llama3.2")
+
+        def agent(tag: str) -> list[str]:
+            messages = [ChatMessage("system", "s"), ChatMessage("user", f"[bench {tag}] go")]
+            replies: list[str] = []
+            for _ in range(3):
+                reply = model.chat(messages, model="llama3.2", stop=STOP_SEQUENCES,
+                                   deadline=time.monotonic() + 10, should_stop=lambda: False)
+                replies.append(reply)
+                messages += [ChatMessage("assistant", reply), ChatMessage("user", "OBSERVATION: 1")]
+            return replies
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(50) as pool:  # 50 calls wait out their latency together
+            results = list(pool.map(agent, [f"a{i}" for i in range(50)]))
+        assert time.monotonic() - started < 3 * 0.5 + 1.0
+    for replies in results:
+        assert [r.splitlines()[1] for r in replies[:2]] == ["ACTION: calculate"] * 2
+        assert "FINAL_ANSWER: 1113068" in replies[2]
+    calls = fetch_calls(bench_model, clear=True)
+    assert sorted((tag, turn) for tag, turn, _, _ in calls) == sorted(
+        (f"a{i}", turn) for i in range(50) for turn in range(3)
+    )
+    assert all(finished - arrived >= 0.5 for _, _, arrived, finished in calls)
+    assert fetch_calls(bench_model) == []
+
+    # The non-streamed reply, as another client asks for it.
+    reply = ollama.Client(host=bench_model).chat(
+        model="llama3.2", messages=[{"role": "user", "content": "hi"}], stream=False
+    )
+    assert "ACTION: calculate" in reply.message.content
