@@ -59,8 +59,6 @@ class PingResult(TypedDict):
     error: str | None
 
 
-
-
 class OllamaChatModel:
     """ChatModel over an Ollama server (see `jarvis_agents.llm.base.ChatModel`)."""
 
@@ -195,9 +193,6 @@ class OllamaChatModel:
             return self._read_httpx(call, body, interrupts)
         deadline = interrupts.deadline
 
-        def quit_now() -> bool:
-            return call.abandoned or time.monotonic() >= deadline
-
         def attach(sock: socket.socket) -> None:
             # Before the connect and the TLS handshake, so that a cancel cuts those
             # short too. A socket not yet connecting ignores shutdown(): look first.
@@ -232,15 +227,8 @@ class OllamaChatModel:
                     text = response.read().decode("utf-8", errors="replace")
                     keep = response.reusable
                     raise ollama.ResponseError(text, response.status)
-                chunks = response.iter_body()
-                reply = _read_reply(chunks, quit_now)
-                if reply is None:
-                    return None
-                # Read the stream to its end (normally just the terminating chunk) so
-                # the connection can carry the next call.
-                for _ in chunks:
-                    pass
-                keep = response.reusable
+                reply = _read_to_end(response.iter_body(), call, deadline)
+                keep = reply is not None and response.reusable
                 return reply
             finally:
                 # Let go before the connection is lent again: a cancellation of this
@@ -254,10 +242,6 @@ class OllamaChatModel:
     ) -> str | None:
         """`_read` through httpx, which honours the environment's proxy settings."""
         deadline = interrupts.deadline
-
-        def quit_now() -> bool:
-            return call.abandoned or time.monotonic() >= deadline
-
         with self._connections.lend() as http:
 
             def trace(event: str, info: dict[str, object]) -> None:
@@ -289,15 +273,7 @@ class OllamaChatModel:
                     if not response.is_success:
                         response.read()
                         raise ollama.ResponseError(response.text, response.status_code)
-                    chunks = response.iter_bytes()
-                    reply = _read_reply(chunks, quit_now)
-                    if reply is None:
-                        return None
-                    # Read the stream to its end (normally just the terminating chunk) so
-                    # the connection goes back to the pool instead of being closed.
-                    for _ in chunks:
-                        pass
-                    return reply
+                    return _read_to_end(response.iter_bytes(), call, deadline)
                 finally:
                     response.close()
             finally:
@@ -393,10 +369,21 @@ def _request_head(url: httpx.URL, headers: httpx.Headers) -> tuple[http1.Origin,
     lines += [f"{k}: {v}" for k, v in headers.multi_items() if k.lower() not in skip]
     lines += ["Accept-Encoding: identity", "Content-Length: "]
     return origin, "\r\n".join(lines).encode("latin-1")
-    
+
 
 def _with_tag(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _read_to_end(chunks: Iterator[bytes], call: Call, deadline: float) -> str | None:
+    """The reply (None once the call is abandoned or the deadline has passed), then the
+    rest of the stream, normally just its terminating chunk, so that the connection
+    can carry the next call."""
+    reply = _read_reply(chunks, lambda: call.abandoned or time.monotonic() >= deadline)
+    if reply is not None:
+        for _ in chunks:
+            pass
+    return reply
 
 
 def _read_reply(chunks: Iterator[bytes], quit_now: Callable[[], bool]) -> str | None:
