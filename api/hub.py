@@ -270,9 +270,10 @@ class EventHub:
     def _handle(self, raw: dict[str, Any]) -> None:
         kind = raw.get("type")
         if kind == "pmessage":
-            if _text(raw["channel"]) not in self._subscriptions:
+            channel = _text(raw["channel"])
+            if channel not in self._subscriptions:
                 return  # every agent's events reach every API process; most watch none
-            message = decode(raw["channel"], raw["data"])
+            message = decode(channel, raw["data"])
             if message is None:
                 return
             self._deliver(message)

@@ -88,6 +88,8 @@ class EventBus(Protocol):
     def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
         """Publish a status change; with `push`, also queue that message (see RedisEventBus)."""
     def publish_cancel(self, agent_id: uuid.UUID) -> None: ...
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait until what was published so far has been sent; False on timeout."""
 
 
 class RedisEventBus:
@@ -108,9 +110,7 @@ class RedisEventBus:
         channel = AGENT_CHANNEL.format(agent.id)
         messages = [(channel, _encode("step", step_event(agent.id, step))) for step in steps]
         if status:
-            payload = _encode("status", status_event(agent))
-            messages.append((channel, payload))
-            messages.append((USER_CHANNEL.format(agent.user_id), payload))
+            messages += _status_messages(agent)
         if messages:
             self._background().put(messages)
 
@@ -137,10 +137,9 @@ class RedisEventBus:
         first (redis-py's Retry, see `components.redis_client`); a retry may push the
         message twice, which the claim's compare-and-set makes harmless.
         """
-        payload = _encode("status", status_event(agent))
         pipe = self.redis.pipeline(transaction=False)
-        pipe.publish(AGENT_CHANNEL.format(agent.id), payload)
-        pipe.publish(USER_CHANNEL.format(agent.user_id), payload)
+        for channel, payload in _status_messages(agent):
+            pipe.publish(channel, payload)
         if push is None:
             self._send(pipe, agent.id)
             return
@@ -199,6 +198,9 @@ class MemoryEventBus:
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         self._put(Message(CONTROL_CHANNEL, "cancel", {"agent_id": str(agent_id)}))
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        return True  # nothing is ever waiting: every publish is recorded as it is made
 
 
 _Batch = list[tuple[str, str]]  # (channel, payload) in publishing order
@@ -332,6 +334,12 @@ class _Sender:
         if connection is not None:
             connection.disconnect()
             self.redis.connection_pool.release(connection)
+
+
+def _status_messages(agent: Agent) -> _Batch:
+    """A status change as published: on the agent's channel, then on its user's."""
+    payload = _encode("status", status_event(agent))
+    return [(AGENT_CHANNEL.format(agent.id), payload), (USER_CHANNEL.format(agent.user_id), payload)]
 
 
 def _encode(kind: str, data: dict[str, Any]) -> str:

@@ -159,9 +159,7 @@ class AgentRunner:
         self._stop_all()
         for thread in self._threads:
             thread.join(timeout=5)
-        flush = getattr(self.events, "flush", None)
-        if flush is not None:  # events still queued for Redis go out before the exit
-            flush(2.0)
+        self.events.flush(2.0)  # events still queued for Redis go out before the exit
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

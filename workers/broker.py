@@ -9,7 +9,7 @@ so one per channel and pool does the same work. Selected for plain `redis://`
 brokers in `workers.celery_app.create_celery`; everything else is kombu's.
 
 Its QoS also records and clears each unacknowledged message (ZADD+HSET on receipt,
-ZREM+HDEL on the late ack) in a plain pipeline instead of a MULTI/EXEC one: still
+ZREM+HDEL on the late ack or a reject) in a plain pipeline instead of a MULTI/EXEC one: still
 one round trip, half the commands to pack, send and parse. Nothing relies on the
 pair being atomic: the only other reader, `restore_visible`, looks only at entries
 older than the visibility timeout (an hour), and it restores by the hash entry
@@ -22,32 +22,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from time import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
-from kombu.transport import virtual
-from kombu.utils.json import dumps
 
 
 class QoS(kombu_redis.QoS):
-    def append(self, message: Any, delivery_tag: str) -> None:
-        delivery = message.delivery_info
-        entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        with self.channel.conn_or_acquire() as client:
-            pipe = client.pipeline(transaction=False)
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time()})
-            pipe.hset(self.unacked_key, delivery_tag, entry)
-            pipe.execute()
-        virtual.QoS.append(self, message, delivery_tag)
-
-    def ack(self, delivery_tag: str) -> None:
-        with self.channel.conn_or_acquire() as client:
-            pipe = client.pipeline(transaction=False)
-            pipe.zrem(self.unacked_index_key, delivery_tag)
-            pipe.hdel(self.unacked_key, delivery_tag)
-            pipe.execute()
-        virtual.QoS.ack(self, delivery_tag)
+    @contextmanager
+    def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
+        # kombu's own, but without MULTI/EXEC: what asks for a pipeline here is the
+        # bookkeeping of receipt, ack and reject; restore_by_tag brings its own.
+        if pipe:
+            yield pipe
+            return
+        with self.channel.conn_or_acquire(client) as acquired:
+            yield acquired.pipeline(transaction=False)
 
 
 class Channel(kombu_redis.Channel):
