@@ -28,8 +28,9 @@ T = TypeVar("T")
 
 agents = AgentRow.__table__
 AGENT_COLUMNS = tuple(column.name for column in agents.c)
+_AGENT_LIST = ", ".join(AGENT_COLUMNS)
 
-_SELECT_AGENT = f"SELECT {', '.join(AGENT_COLUMNS)} FROM agents WHERE id = %(id)s"
+_SELECT_AGENT = f"SELECT {_AGENT_LIST} FROM agents WHERE id = %(id)s"
 
 # The guard and the step rows in one statement: the UPDATE takes the agent's row lock
 # (waiting behind a cancel, then re-checking its WHERE) and the INSERT writes only
@@ -59,7 +60,7 @@ _CLAIM = (
     "UPDATE agents SET status = 'RUNNING', attempt = attempt + 1,"
     " started_at = coalesce(started_at, %(now)s), heartbeat_at = %(now)s,"
     " updated_at = %(now)s, task_id = %(task_id)s"
-    f" WHERE id = %(id)s AND status = 'PENDING' RETURNING {', '.join(AGENT_COLUMNS)}"
+    f" WHERE id = %(id)s AND status = 'PENDING' RETURNING {_AGENT_LIST}"
 )
 
 STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms")
@@ -81,10 +82,14 @@ _CREATE_AGENT = (
     "SELECT jarvis_create_agent(json_populate_record(NULL::agents, %(agent)s), %(max_active)s)"
 )
 _BY_IDEMPOTENCY_KEY = (
-    f"SELECT {', '.join(AGENT_COLUMNS)} FROM agents"
+    f"SELECT {_AGENT_LIST} FROM agents"
     " WHERE user_id = %(user_id)s AND idempotency_key = %(idempotency_key)s"
 )
 
+
+
+def _agent_row(row: Sequence[Any] | None) -> dict[str, Any] | None:
+    return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
 
 class PostgresStatements:
     """Autocommit connections and the prebuilt statements, over one psycopg2 engine."""
@@ -174,7 +179,7 @@ class PostgresStatements:
                 return cursor.fetchone()
 
         row = _once_more_if_dropped(run)
-        return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
+        return _agent_row(row)
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None) -> dict[str, Any] | None:
         """The claim's compare-and-set; the agent's row when it won, None otherwise."""
@@ -182,7 +187,7 @@ class PostgresStatements:
         with self.cursor() as cursor:
             cursor.execute(_CLAIM, params)
             row = cursor.fetchone()
-        return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
+        return _agent_row(row)
 
     def steps_after(self, agent_id: uuid.UUID, seq: int) -> list[dict[str, Any]]:
         """The agent's step rows after `seq`, in order (a read: retried on a dropped connection)."""
@@ -236,22 +241,18 @@ class PostgresStatements:
 
     def create_agent(
         self, values: dict[str, Any], *, max_active: int | None
-    ) -> tuple[dict[str, Any] | None, int | None]:
+    ) -> tuple[dict[str, Any] | None, bool]:
         """Insert the agent row `values` unless the user has one with its idempotency key
-        or has `max_active` agents active; returns (that earlier row, the active count).
-
-        The count is returned only when it refused the agent: then it is `max_active`.
-        """
+        or has `max_active` agents active; returns (that earlier row, whether the limit
+        refused it)."""
         agent = json.dumps(values, default=str)  # UUIDs and timestamps as PostgreSQL reads them
         with self.cursor() as cursor:
             cursor.execute(_CREATE_AGENT, {"agent": agent, "max_active": max_active})
             (outcome,) = cursor.fetchone()
             if outcome == "repeat":  # committed: it stays there to be read
                 cursor.execute(_BY_IDEMPOTENCY_KEY, values)
-                return dict(zip(AGENT_COLUMNS, cursor.fetchone(), strict=True)), None
-        if outcome == "limited":
-            return None, max_active
-        return None, None
+                return _agent_row(cursor.fetchone()), False
+        return None, outcome == "limited"
 
 
 def _once_more_if_dropped(read: Callable[[], T]) -> T:

@@ -107,18 +107,17 @@ class Repository:
         RateLimited when the user already has `max_active` agents PENDING or RUNNING.
         """
         earlier: Mapping[str, Any] | None
-        active: int | None
         try:
             if self._pg is not None:
-                earlier, active = self._pg.create_agent(
+                earlier, limited = self._pg.create_agent(
                     _agent_values(agent), max_active=max_active
                 )
             else:
-                earlier, active = self._create_agent(agent, max_active=max_active)
+                earlier, limited = self._create_agent(agent, max_active=max_active)
         except IntegrityError:
             # Lost a race on the same idempotency key: the winner's agent is the answer.
             with self._one_statement() as conn:
-                earlier, active = self._by_idempotency_key(conn, agent), None
+                earlier, limited = self._by_idempotency_key(conn, agent), False
             if earlier is None:
                 raise
         if earlier is not None:
@@ -128,22 +127,21 @@ class Repository:
                     code="idempotency_key_reused",
                 )
             return _agent(earlier), False
-        if max_active is not None and active is not None and active >= max_active:
+        if limited:  # the count stopped at max_active: that is how many the user has
             raise RateLimited(
-                f"you already have {active} agents pending or running "
+                f"you already have {max_active} agents pending or running "
                 f"(the limit is {max_active}); wait for some to finish"
             )
         return agent, True
 
     def _create_agent(
         self, agent: Agent, *, max_active: int | None
-    ) -> tuple[RowMapping | None, int | None]:
-        """The portable create_agent: (the earlier agent's row, the active count)."""
+    ) -> tuple[RowMapping | None, bool]:
+        """The portable create_agent: (the earlier agent's row, whether the limit refused it)."""
         with self.engine.begin() as conn:
             earlier = self._by_idempotency_key(conn, agent)
             if earlier is not None:
-                return earlier, None
-            active = None
+                return earlier, False
             if max_active is not None:
                 # Lock the user row so concurrent creates count one after another.
                 conn.execute(
@@ -159,9 +157,9 @@ class Repository:
                 )
                 active = conn.execute(select(func.count()).select_from(active_rows)).scalar_one()
                 if active >= max_active:
-                    return None, active
+                    return None, True
             conn.execute(insert(agents).values(**_agent_values(agent)))
-        return None, active
+        return None, False
 
     def _by_idempotency_key(self, conn: Connection, agent: Agent) -> RowMapping | None:
         if agent.idempotency_key is None:
