@@ -18,7 +18,8 @@ from typing import Any
 from bench import driver
 from bench.driver import User
 from bench.processes import Process
-from bench.stack import Stack, default_concurrency
+from bench.stack import Stack
+from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def run(
     model = stack.start_model(latency_s=sizes.latency_s, tool_calls=sizes.planning_calls - 1)
     results: dict[str, Any] = {
         "ideal_s": ideal_s(sizes),
-        "worker_concurrency": sizes.concurrency or default_concurrency(),
+        "worker_concurrency": sizes.concurrency or DEFAULT_WORKER_CONCURRENCY,
         "setting": f"--concurrency {sizes.concurrency}" if sizes.concurrency else "default",
         "runs": [],
     }

@@ -41,8 +41,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tests.support.fake_ollama import DEFAULT_MODELS, _cut_at_stop, _with_tag
+
 TAG = re.compile(r"\[bench ([^\]]+)\]")
-MODELS = ("llama3.2:latest", "test-model:latest")
+MODELS = tuple(_with_tag(m) for m in DEFAULT_MODELS)
 _MAX_HEAD = 64 * 1024
 _PIECES = re.compile(r"\s*\S+|\s+")  # a word with its leading whitespace, as Ollama streams
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 431: "Request Header Fields Too Large"}
@@ -55,15 +57,6 @@ def script_reply(turn: int, tool_calls: int) -> str:
     if turn < tool_calls:
         return f"THOUGHT: I need step {turn + 1}.\nACTION: calculate\nINPUT: {1234 + turn} * 902"
     return f"THOUGHT: I have what I need.\nFINAL_ANSWER: {1234 * 902}"
-
-
-def _with_tag(name: str) -> str:
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return text[: min(cuts)] if cuts else text
 
 
 def _response(status: int, body: bytes,

@@ -44,8 +44,9 @@ from bench import driver
 from bench.clients import stream_one
 from bench.driver import AgentRow, StatusListener, StepRow, User
 from bench.processes import Process, machine_busy_s
-from bench.stack import ModelServer, Stack, default_concurrency
+from bench.stack import ModelServer, Stack
 from bench.stats import latency_summary, percentile
+from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY
 
 TAG = re.compile(r"\[bench ([^\]]+)\]")
 
@@ -89,7 +90,7 @@ def run(
             f"  scenario 1, run {r + 1}: create p50 "
             f"{results['create'][-1]['p50_ms']:.2f} ms, p99 {results['create'][-1]['p99_ms']:.2f} ms"
         )
-    results["worker_concurrency"] = default_concurrency()
+    results["worker_concurrency"] = DEFAULT_WORKER_CONCURRENCY
     results["throughput"] = {str(n): [] for n in sizes.workers}
     workers = [stack.start_worker(model, name="worker-0")]
     listener = StatusListener(stack.redis)

@@ -142,20 +142,13 @@ def server_cpu_seconds(pid: int) -> float:
     """
     try:
         parent = int(_stat(pid)[1])
+        live_s = sum(cpu_seconds(child) for child in children(parent))
+        # utime, stime, cutime, cstime: fields 14-17 (1-based), read after the
+        # children, so that one exiting meanwhile is counted in cutime.
         fields = _stat(parent)
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
-    live = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                child = _stat(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError):
-                continue  # it exited meanwhile (and is counted in cutime from now on)
-            if int(child[1]) == parent:
-                live += int(child[11]) + int(child[12])
-    # utime, stime, cutime, cstime: fields 14-17 (1-based), read after the children.
-    return (live + sum(int(v) for v in fields[11:15])) / CLOCK_TICKS
+    return live_s + sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
 
 
 def _stat(pid: int) -> list[str]:

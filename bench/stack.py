@@ -32,14 +32,6 @@ PG_ADMIN_URL = os.environ.get(
 MAX_ACTIVE_PER_USER = "1000000"
 
 
-def default_concurrency() -> int:
-    """Threads per worker process when neither `--concurrency` nor the variable is set
-    (the stack's processes inherit no `JARVIS_` variable)."""
-    from jarvis_agents.config import Settings
-
-    return Settings.from_env({}).worker_concurrency
-
-
 @dataclass
 class ModelServer:
     process: Process

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from jarvis_agents.config import Settings
+from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY, Settings
 from jarvis_agents.errors import JarvisError
 
 if TYPE_CHECKING:
@@ -132,7 +132,8 @@ def api(host: str, port: int | None) -> None:
 
 @main.command()
 @click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
-              help="Agents run at once by this process (default: $JARVIS_WORKER_CONCURRENCY or 200).")
+              help="Agents run at once by this process "
+              f"(default: $JARVIS_WORKER_CONCURRENCY or {DEFAULT_WORKER_CONCURRENCY}).")
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(concurrency: int | None, loglevel: str) -> None:
     """Run one Celery worker process."""
