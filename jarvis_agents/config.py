@@ -65,8 +65,7 @@ class Settings:
         """Build and validate settings; a bad value is a ConfigError naming the variable."""
         env = os.environ if env is None else env
         data_dir = default_data_dir(env)
-        database_url = env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'jarvis.db'}"
-        _check_database_url(database_url)
+        database_url = _database_url(env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'jarvis.db'}")
         redis_url = env.get("REDIS_URL") or None
         if redis_url is not None:
             _check_url("REDIS_URL", redis_url, schemes={"redis", "rediss", "unix"})
@@ -137,11 +136,19 @@ class Settings:
         return self.database_url.startswith("sqlite")
 
 
-def _check_database_url(value: str) -> None:
+def _database_url(value: str) -> str:
+    """The URL checked, with a PostgreSQL URL that names no driver pointed at psycopg2.
+
+    `postgresql://` (and Heroku's `postgres://`) is how most platforms hand the URL out;
+    SQLAlchemy would load psycopg 3 for it, which is not installed, and fail with a
+    traceback. psycopg2 is the driver we ship, so the plain scheme means it.
+    """
     # Imported here: client commands read settings too and need not load SQLAlchemy.
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    if value.startswith(("postgresql://", "postgres://")):
+        value = "postgresql+psycopg2://" + value.split("://", 1)[1]
     try:
         url = make_url(value)
     except ArgumentError:
@@ -153,6 +160,12 @@ def _check_database_url(value: str) -> None:
         raise ConfigError(
             f"DATABASE_URL must point at PostgreSQL or SQLite, not {url.get_backend_name()!r}"
         )
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() != "psycopg2":
+        raise ConfigError(
+            f"DATABASE_URL names the driver {url.get_driver_name()!r}; "
+            "PostgreSQL is reached with psycopg2 (postgresql+psycopg2://… or postgresql://…)"
+        )
+    return value
 
 
 def _check_url(name: str, value: str, *, schemes: set[str]) -> None:

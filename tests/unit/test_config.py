@@ -38,11 +38,19 @@ def test_values_are_read() -> None:
         "qwen2.5", 7, 2.5, 9000)
 
 
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
+    # How platforms hand the URL out; SQLAlchemy alone would reach for psycopg 3.
+    url = Settings.from_env({"DATABASE_URL": f"{scheme}://u:p@db:5432/x"}).database_url
+    assert url == "postgresql+psycopg2://u:p@db:5432/x"
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
         ("DATABASE_URL", "not a url"),
         ("DATABASE_URL", "mysql://root@localhost/x"),
+        ("DATABASE_URL", "postgresql+asyncpg://root@localhost/x"),
         ("REDIS_URL", "http://localhost:6379"),
         ("REDIS_URL", "redis://:port-is-not-a-number:x"),
         ("OLLAMA_HOST", "ftp://x"),
