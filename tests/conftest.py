@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,9 @@ def free_port() -> int:
 # --- PostgreSQL ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def pg_server_url() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session, dropped afterwards."""
+@contextmanager
+def new_pg_database() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database, dropped afterwards."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
 
@@ -58,14 +59,23 @@ def pg_server_url() -> Iterator[str]:
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     from jarvis_agents.store.database import upgrade
 
-    upgrade(url)
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-    admin.dispose()
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session, dropped afterwards."""
+    with new_pg_database() as url:
+        yield url
 
 
 def _truncate(url: str) -> None:

@@ -468,3 +468,44 @@ def test_a_read_whose_connection_was_just_dropped_runs_again(
         assert repository.heartbeat([(agent.id, 1)]) == 1
     finally:
         repository.engine.dispose()
+
+
+def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
+    """A young table has no statistics; the step write must not walk the status index.
+
+    With `status = 'RUNNING'` in its guard the planner priced ix_agents_status_heartbeat
+    like the primary key and took it: every write scanned every RUNNING entry.
+    """
+    from jarvis_agents.store.postgres import _APPEND_STEPS, _CLAIM
+    from tests.conftest import new_pg_database
+
+    with new_pg_database() as url:
+        repository = Repository(make_engine(url, pool_size=2))
+        try:
+            with repository.engine.begin() as conn:  # as young as a table gets
+                conn.execute(text("ALTER TABLE agents SET (autovacuum_enabled = off)"))
+            user, _ = repository.create_user("planner")
+            for _ in range(300):
+                agent = running(repository, user.id)
+            pending, _ = repository.create_agent(new_agent(user.id))
+            raw = repository.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                now = utcnow()
+                for sql, params in (
+                    (_APPEND_STEPS, {
+                        "id": agent.id, "attempt": 1, "step_count": 1, "now": now,
+                        "seq": [1], "step": [1], "type": ["THINK"], "tool": [None],
+                        "content": ["x"], "created_at": [now], "duration_ms": [None],
+                    }),
+                    (_CLAIM, {"id": pending.id, "task_id": None, "now": now}),
+                ):
+                    cursor.execute("EXPLAIN " + sql, params)
+                    plan = "\n".join(row[0] for row in cursor.fetchall())
+                    assert "Index Scan using pk_agents" in plan, plan
+                    assert "ix_agents_status_heartbeat" not in plan, plan
+            finally:
+                raw.rollback()
+                raw.close()
+        finally:
+            repository.engine.dispose()
