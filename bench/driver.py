@@ -67,20 +67,33 @@ def accepted_ids(replies: list[Reply]) -> list[uuid.UUID]:
     return [uuid.UUID(r.body["id"]) for r in replies]
 
 
-def wait_terminal(stack: Stack, ids: list[uuid.UUID], *, timeout_s: float) -> int:
-    """Poll the database every 50 ms until every agent is terminal; returns how many are."""
+def wait_terminal(
+    stack: Stack, ids: list[uuid.UUID], *, timeout_s: float, listener: StatusListener | None = None
+) -> int:
+    """Wait until every agent is terminal; returns how many are (the database's count).
+
+    With a listener, the terminal statuses published on Redis say when, and the database
+    is asked once a second (a missed message cannot hang the wait) and at the end. Asking
+    it every 50 ms cost PostgreSQL ~2 ms of CPU per poll, inside the time being measured.
+    """
     deadline = time.monotonic() + timeout_s
     query = text(
         "SELECT count(*) FROM agents WHERE id = ANY(CAST(:ids AS uuid[])) "
         "AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
     )
     params = {"ids": [str(i) for i in ids]}
+    wanted = set(params["ids"])
+    asked = 0.0
     while True:
-        with stack.engine.connect() as conn:
-            done = conn.execute(query, params).scalar_one()
-        if done >= len(ids) or time.monotonic() >= deadline:
-            return int(done)
-        time.sleep(0.05)
+        now = time.monotonic()
+        heard = listener is not None and listener.all_ended(wanted)
+        if listener is None or heard or now - asked >= 1.0 or now >= deadline:
+            asked = now
+            with stack.engine.connect() as conn:
+                done = conn.execute(query, params).scalar_one()
+            if done >= len(ids) or now >= deadline:
+                return int(done)
+        time.sleep(0.05 if listener is None else 0.01)
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,9 @@ def cancel_pending(stack: Stack) -> int:
     return int(count)
 
 
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+
+
 class StatusListener:
     """Times every status change published on Redis: (agent_id, status) → wall clock."""
 
@@ -155,6 +171,7 @@ class StatusListener:
         self._pubsub.psubscribe("jarvis:user:*")
         self._pubsub.get_message(timeout=1.0)  # the subscription's confirmation
         self.times: dict[tuple[str, str], float] = {}
+        self.ended: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-status", daemon=True)
@@ -173,10 +190,17 @@ class StatusListener:
                 continue
             with self._lock:
                 self.times.setdefault(key, now)
+                if key[1] in TERMINAL:
+                    self.ended.add(key[0])
 
     def get(self, agent_id: uuid.UUID, status: str) -> float | None:
         with self._lock:
             return self.times.get((str(agent_id), status))
+
+    def all_ended(self, ids: set[str]) -> bool:
+        """Whether a terminal status was published for every one of these agents."""
+        with self._lock:
+            return ids <= self.ended
 
     def close(self) -> None:
         self._stop.set()

@@ -191,7 +191,7 @@ def _throughput(
     replies = driver.create_agents(stack, users, tags)
     ids = driver.accepted_ids(replies)
     started = min(reply.sent_at for reply in replies)
-    terminal = driver.wait_terminal(stack, ids, timeout_s=sizes.timeout_s)
+    terminal = driver.wait_terminal(stack, ids, timeout_s=sizes.timeout_s, listener=listener)
     cpu1 = _cpu(stack, model, workers)
     time.sleep(0.2)
     rows = driver.agent_rows(stack, ids)
