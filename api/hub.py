@@ -1,11 +1,16 @@
 """The event hub: one Redis pub/sub connection per API process, fanned out to streams.
 
 A thousand open SSE streams must not mean a thousand Redis connections. The hub
-pattern-subscribes once to every agent and user channel and hands each message to
-the subscriptions registered for its channel. Its reader runs in a background
-thread (a greenlet under gevent) and reconnects by itself; because messages sent
-while it was away are lost, every (re)connection and every overflowing queue tells
-the subscribers to `RESYNC` — catch up from the database, which is the record.
+subscribes its one connection to the channels its streams watch — the first stream
+of a channel subscribes it, the last one to leave unsubscribes it — and hands each
+message to the subscriptions registered for its channel. An API process with no
+stream open on an agent does not hear that agent's events: subscribing to every
+channel by pattern made each API process read and discard every event of every
+agent (~1 ms of CPU per agent in the benchmark, and once more per process added).
+Its reader runs in a background thread (a greenlet under gevent) and reconnects by
+itself; because messages sent while it was away are lost, every (re)connection and
+every overflowing queue tells the subscribers to `RESYNC` — catch up from the
+database, which is the record.
 
 A lost step shows up as a gap in `seq`; a lost terminal status shows up as nothing
 at all. Rather than every stream re-reading its agent every few seconds (a thousand
@@ -33,13 +38,18 @@ from typing import Any, Final, Self
 
 from sqlalchemy import Engine, select
 
-from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, decode
+from jarvis_agents.events import AGENT_CHANNEL, Message, decode
 from jarvis_agents.lifecycle import TERMINAL
 from jarvis_agents.store.models import AgentRow
 
 log = logging.getLogger(__name__)
 
-PATTERNS: Final = (AGENT_CHANNEL.format("*"), USER_CHANNEL.format("*"))
+# Subscribed first on every connection and never left, so the connection always has a
+# subscription: its confirmation says the hub is (again) connected, and redis-py never
+# reads the socket for a health check while a stream's SUBSCRIBE is being sent.
+HUB_CHANNEL: Final = "jarvis:hub"
+# How long a stream's subscribe waits for Redis to confirm that its channel is heard.
+CONFIRM_WAIT_S: Final = 2.0
 
 
 class Signal(str):
@@ -166,6 +176,9 @@ class EventHub:
         self.first_connect_wait_s = first_connect_wait_s
         self.max_backoff_s = max_backoff_s
         self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
+        # A channel's Event is set once Redis confirms the hub's subscription to it.
+        self._heard: dict[str, threading.Event] = {}
+        self._pubsub: Any = None  # set while connected; (un)subscribes go through it
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._first_attempt = threading.Event()
@@ -185,11 +198,21 @@ class EventHub:
             subscription.put(CLOSED)
             return subscription
         with self._lock:
-            self._subscriptions[channel].add(subscription)
+            subscribers = self._subscriptions[channel]
+            subscribers.add(subscription)
+            heard = self._heard.get(channel)
+            if heard is None:
+                heard = self._heard[channel] = threading.Event()
+                self._send("subscribe", channel)
         self._start()
         # Only the very first streams wait, so that they do not miss what is
         # published while the connection comes up; if Redis is down they poll.
         self._first_attempt.wait(self.first_connect_wait_s)
+        if self._connected:
+            # Joined before the stream reads the record: nothing published after
+            # this returns is missed. (A lost wait is covered all the same: a gap in
+            # seq makes the stream re-read the record, and the status check ends it.)
+            heard.wait(CONFIRM_WAIT_S)
         return subscription
 
     def check_ended(self, read_ended: EndedReader, *, every_s: float) -> None:
@@ -216,6 +239,23 @@ class EventHub:
                 subscribers.discard(subscription)
                 if not subscribers:
                     del self._subscriptions[subscription.channel]
+                    del self._heard[subscription.channel]
+                    self._send("unsubscribe", subscription.channel)
+
+    def _send(self, command: str, channel: str) -> None:
+        """(Un)subscribe the connection to `channel`; the caller holds the lock.
+
+        Under the lock, so the commands for one channel go out in the order their
+        decisions were taken. When not connected there is nothing to send: the next
+        connection subscribes to every channel that has subscribers.
+        """
+        pubsub = self._pubsub
+        if pubsub is None:
+            return
+        try:
+            getattr(pubsub, command)(channel)
+        except Exception as exc:  # noqa: BLE001 - the reader sees the loss and resubscribes all
+            log.debug("could not %s %s: %s", command, channel, exc)
 
     def subscriber_count(self) -> int:
         with self._lock:
@@ -247,7 +287,11 @@ class EventHub:
         while not self._closing.is_set():
             pubsub = self.redis.pubsub()
             try:
-                pubsub.psubscribe(*PATTERNS)
+                pubsub.subscribe(HUB_CHANNEL)  # connects: not under the lock
+                with self._lock:
+                    if self._subscriptions:
+                        pubsub.subscribe(*self._subscriptions)
+                    self._pubsub = pubsub
                 while not self._closing.is_set():
                     raw = pubsub.get_message(timeout=1.0)
                     if raw is not None:
@@ -261,6 +305,10 @@ class EventHub:
                 self._closing.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, self.max_backoff_s)
             finally:
+                with self._lock:
+                    self._pubsub = None
+                    for heard in self._heard.values():
+                        heard.clear()  # until the next connection confirms it
                 try:
                     pubsub.close()
                 except Exception as exc:  # noqa: BLE001 - the connection is already gone
@@ -269,22 +317,29 @@ class EventHub:
 
     def _handle(self, raw: dict[str, Any]) -> None:
         kind = raw.get("type")
-        if kind == "pmessage":
+        if kind == "message":
             channel = _text(raw["channel"])
             if channel not in self._subscriptions:
-                return  # every agent's events reach every API process; most watch none
+                return  # its last stream left while the message was on its way
             message = decode(channel, raw["data"])
             if message is None:
                 return
             self._deliver(message)
-        elif kind == "psubscribe" and _text(raw.get("channel")) == PATTERNS[-1]:
-            # Confirmed (again, after redis-py reconnected by itself): anything
-            # published while we were away is lost, so everyone catches up.
-            if not self._connected:
-                log.info("event hub subscribed to %s", ", ".join(PATTERNS))
-            self._connected = True
-            self._first_attempt.set()
-            self._broadcast(RESYNC)
+        elif kind == "subscribe":
+            channel = _text(raw.get("channel"))
+            if channel == HUB_CHANNEL:
+                # Confirmed (again, after redis-py reconnected by itself and
+                # resubscribed): anything published while we were away is lost, so
+                # everyone catches up.
+                if not self._connected:
+                    log.info("event hub connected to Redis")
+                self._connected = True
+                self._first_attempt.set()
+                self._broadcast(RESYNC)
+            else:
+                heard = self._heard.get(channel)
+                if heard is not None:
+                    heard.set()
 
     def _deliver(self, message: Message) -> None:
         with self._lock:

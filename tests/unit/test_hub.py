@@ -21,7 +21,7 @@ class NoRedis:
     def pubsub(self) -> NoRedis:
         return self
 
-    def psubscribe(self, *patterns: str) -> None:
+    def subscribe(self, *channels: str) -> None:
         raise ConnectionError("Redis is down")
 
     def close(self) -> None:
