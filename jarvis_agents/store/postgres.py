@@ -190,10 +190,19 @@ class PostgresStatements:
         return _agent_row(row)
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None) -> dict[str, Any] | None:
-        """The claim's compare-and-set; the agent's row when it won, None otherwise."""
+        """The claim's compare-and-set; the agent's row when it won, None otherwise.
+
+        Its commit does not wait for the WAL to reach the disk (0.7 ms of the claim's
+        1.4, and a third of its server CPU, on our hardware). That loses nothing: the
+        WAL is written in order, so the attempt's first durable write (its first
+        steps) makes the claim durable too; and if the server crashes before that,
+        the agent is PENDING again with nothing of the attempt kept, its later writes
+        are refused by their guard, and the sweeper queues it again.
+        """
         params = {"id": agent_id, "task_id": task_id, "now": utcnow()}
         with self.cursor() as cursor:
-            cursor.execute(_CLAIM, params)
+            # Two statements in one simple query: one implicit transaction, one round trip.
+            cursor.execute("SET LOCAL synchronous_commit = off; " + _CLAIM, params)
             row = cursor.fetchone()
         return _agent_row(row)
 
