@@ -179,7 +179,8 @@ class EventHub:
         # A channel's Event is set once Redis confirms the hub's subscription to it.
         self._heard: dict[str, threading.Event] = {}
         self._pubsub: Any = None  # set while connected; (un)subscribes go through it
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the subscriptions
+        self._subscribing = threading.Lock()  # (un)subscribe decisions and their commands
         self._closing = threading.Event()
         self._first_attempt = threading.Event()
         self._connected = False
@@ -197,12 +198,14 @@ class EventHub:
         if self._closing.is_set():
             subscription.put(CLOSED)
             return subscription
-        with self._lock:
-            subscribers = self._subscriptions[channel]
-            subscribers.add(subscription)
-            heard = self._heard.get(channel)
-            if heard is None:
-                heard = self._heard[channel] = threading.Event()
+        with self._subscribing:
+            with self._lock:
+                self._subscriptions[channel].add(subscription)
+                heard = self._heard.get(channel)
+                first = heard is None
+                if first:
+                    heard = self._heard[channel] = threading.Event()
+            if first:
                 self._send("subscribe", channel)
         self._start()
         # Only the very first streams wait, so that they do not miss what is
@@ -233,21 +236,26 @@ class EventHub:
                 self._checker.start()
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        with self._lock:
-            subscribers = self._subscriptions.get(subscription.channel)
-            if subscribers is not None:
+        with self._subscribing:
+            with self._lock:
+                subscribers = self._subscriptions.get(subscription.channel)
+                if subscribers is None:
+                    return
                 subscribers.discard(subscription)
-                if not subscribers:
+                last = not subscribers
+                if last:
                     del self._subscriptions[subscription.channel]
                     del self._heard[subscription.channel]
-                    self._send("unsubscribe", subscription.channel)
+            if last:
+                self._send("unsubscribe", subscription.channel)
 
     def _send(self, command: str, channel: str) -> None:
-        """(Un)subscribe the connection to `channel`; the caller holds the lock.
+        """(Un)subscribe the connection to `channel`; the caller holds `_subscribing`.
 
-        Under the lock, so the commands for one channel go out in the order their
-        decisions were taken. When not connected there is nothing to send: the next
-        connection subscribes to every channel that has subscribers.
+        That lock keeps the commands for one channel in the order their decisions were
+        taken, without holding up deliveries (they take only `_lock`) while a command is
+        sent. When not connected there is nothing to send: the next connection
+        subscribes to every channel that has subscribers.
         """
         pubsub = self._pubsub
         if pubsub is None:
@@ -287,10 +295,12 @@ class EventHub:
         while not self._closing.is_set():
             pubsub = self.redis.pubsub()
             try:
-                pubsub.subscribe(HUB_CHANNEL)  # connects: not under the lock
-                with self._lock:
-                    if self._subscriptions:
-                        pubsub.subscribe(*self._subscriptions)
+                pubsub.subscribe(HUB_CHANNEL)  # connects: not under a lock
+                with self._subscribing:
+                    with self._lock:
+                        channels = list(self._subscriptions)
+                    if channels:
+                        pubsub.subscribe(*channels)
                     self._pubsub = pubsub
                 while not self._closing.is_set():
                     raw = pubsub.get_message(timeout=1.0)
@@ -298,6 +308,7 @@ class EventHub:
                         self._handle(raw)
                         backoff_s = 0.2
             except Exception as exc:  # noqa: BLE001 - Redis restarts; reconnect and resync
+                self._pubsub = None  # streams stop sending to it now, not after the backoff
                 if self._connected:
                     log.warning("event hub lost Redis (%s); reconnecting", exc)
                 self._connected = False
@@ -305,8 +316,8 @@ class EventHub:
                 self._closing.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, self.max_backoff_s)
             finally:
+                self._pubsub = None
                 with self._lock:
-                    self._pubsub = None
                     for heard in self._heard.values():
                         heard.clear()  # until the next connection confirms it
                 try:
