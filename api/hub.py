@@ -2,8 +2,11 @@
 
 A thousand open SSE streams must not mean a thousand Redis connections. The hub
 subscribes its one connection to the channels its streams watch — the first stream
-of a channel subscribes it, the last one to leave unsubscribes it — and hands each
-message to the subscriptions registered for its channel. An API process with no
+of a channel has it subscribed, the last one to leave unsubscribed — and hands each
+message to the subscriptions registered for its channel. Only the hub's reader
+touches the connection: a stream records what it watches and wakes the reader
+(a pipe it waits on beside the socket), which brings the connection's
+subscriptions in line with it. An API process with no
 stream open on an agent does not hear that agent's events: subscribing to every
 channel by pattern made each API process read and discard every event of every
 agent (~1 ms of CPU per agent in the benchmark, and once more per process added).
@@ -29,6 +32,8 @@ lets one event reach a thousand streams of a hot agent in one pass.
 from __future__ import annotations
 
 import logging
+import os
+import select as io_select
 import threading
 import uuid
 from collections import defaultdict, deque
@@ -44,12 +49,11 @@ from jarvis_agents.store.models import AgentRow
 
 log = logging.getLogger(__name__)
 
-# Subscribed first on every connection and never left, so the connection always has a
-# subscription: its confirmation says the hub is (again) connected, and redis-py never
-# reads the socket for a health check while a stream's SUBSCRIBE is being sent.
+# Subscribed first on every connection and never left: its confirmation says the hub
+# is (again) connected, so that streams catch up with what they may have missed.
 HUB_CHANNEL: Final = "jarvis:hub"
 # How long a stream's subscribe waits for Redis to confirm that its channel is heard.
-CONFIRM_WAIT_S: Final = 2.0
+CONFIRM_WAIT_S: Final = 1.0
 
 
 class Signal(str):
@@ -178,9 +182,13 @@ class EventHub:
         self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
         # A channel's Event is set once Redis confirms the hub's subscription to it.
         self._heard: dict[str, threading.Event] = {}
-        self._pubsub: Any = None  # set while connected; (un)subscribes go through it
-        self._lock = threading.Lock()  # the subscriptions
-        self._subscribing = threading.Lock()  # (un)subscribe decisions and their commands
+        self._changed = False  # the watched channels changed since the reader looked
+        self._confirmed: set[str] = set()  # the reader's: channels Redis confirmed
+        self._lock = threading.Lock()
+        # The reader waits on this pipe beside its socket; a stream writes to wake it.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._closing = threading.Event()
         self._first_attempt = threading.Event()
         self._connected = False
@@ -198,15 +206,13 @@ class EventHub:
         if self._closing.is_set():
             subscription.put(CLOSED)
             return subscription
-        with self._subscribing:
-            with self._lock:
-                self._subscriptions[channel].add(subscription)
-                heard = self._heard.get(channel)
-                first = heard is None
-                if first:
-                    heard = self._heard[channel] = threading.Event()
-            if first:
-                self._send("subscribe", channel)
+        with self._lock:
+            self._subscriptions[channel].add(subscription)
+            heard = self._heard.get(channel)
+            if heard is None:
+                heard = self._heard[channel] = threading.Event()
+                self._changed = True
+        self._wake()
         self._start()
         # Only the very first streams wait, so that they do not miss what is
         # published while the connection comes up; if Redis is down they poll.
@@ -236,34 +242,26 @@ class EventHub:
                 self._checker.start()
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        with self._subscribing:
-            with self._lock:
-                subscribers = self._subscriptions.get(subscription.channel)
-                if subscribers is None:
-                    return
-                subscribers.discard(subscription)
-                last = not subscribers
-                if last:
-                    del self._subscriptions[subscription.channel]
-                    del self._heard[subscription.channel]
-            if last:
-                self._send("unsubscribe", subscription.channel)
+        with self._lock:
+            subscribers = self._subscriptions.get(subscription.channel)
+            if subscribers is None:
+                return
+            subscribers.discard(subscription)
+            if subscribers:
+                return
+            del self._subscriptions[subscription.channel]
+            del self._heard[subscription.channel]
+            self._changed = True
+        self._wake()
 
-    def _send(self, command: str, channel: str) -> None:
-        """(Un)subscribe the connection to `channel`; the caller holds `_subscribing`.
-
-        That lock keeps the commands for one channel in the order their decisions were
-        taken, without holding up deliveries (they take only `_lock`) while a command is
-        sent. When not connected there is nothing to send: the next connection
-        subscribes to every channel that has subscribers.
-        """
-        pubsub = self._pubsub
-        if pubsub is None:
-            return
+    def _wake(self) -> None:
+        wake_w = self._wake_w
+        if wake_w < 0:
+            return  # closed
         try:
-            getattr(pubsub, command)(channel)
-        except Exception as exc:  # noqa: BLE001 - the reader sees the loss and resubscribes all
-            log.debug("could not %s %s: %s", command, channel, exc)
+            os.write(wake_w, b"!")
+        except BlockingIOError:
+            pass  # the pipe is full: the reader is awake anyway
 
     def subscriber_count(self) -> int:
         with self._lock:
@@ -276,9 +274,14 @@ class EventHub:
             everyone = [s for subs in self._subscriptions.values() for s in subs]
         for subscription in everyone:
             subscription.put(CLOSED)
+        self._wake()
         for thread in (self._thread, self._checker):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=3)
+        if self._wake_w >= 0 and (self._thread is None or not self._thread.is_alive()):
+            wake_w, self._wake_w = self._wake_w, -1
+            os.close(wake_w)
+            os.close(self._wake_r)
 
     # --- the reader ------------------------------------------------------------------
 
@@ -294,21 +297,21 @@ class EventHub:
         backoff_s = 0.2
         while not self._closing.is_set():
             pubsub = self.redis.pubsub()
+            subscribed: set[str] = set()  # what this connection was asked to hear
+            self._confirmed = set()  # … and what Redis confirmed it hears
             try:
-                pubsub.subscribe(HUB_CHANNEL)  # connects: not under a lock
-                with self._subscribing:
-                    with self._lock:
-                        channels = list(self._subscriptions)
-                    if channels:
-                        pubsub.subscribe(*channels)
-                    self._pubsub = pubsub
+                pubsub.subscribe(HUB_CHANNEL)
+                self._changed = True  # every watched channel, on this connection
                 while not self._closing.is_set():
-                    raw = pubsub.get_message(timeout=1.0)
+                    if self._changed:
+                        self._resubscribe(pubsub, subscribed)
+                    raw = pubsub.get_message(timeout=0)
                     if raw is not None:
                         self._handle(raw)
                         backoff_s = 0.2
+                    else:
+                        self._wait(pubsub, 1.0)
             except Exception as exc:  # noqa: BLE001 - Redis restarts; reconnect and resync
-                self._pubsub = None  # streams stop sending to it now, not after the backoff
                 if self._connected:
                     log.warning("event hub lost Redis (%s); reconnecting", exc)
                 self._connected = False
@@ -316,7 +319,6 @@ class EventHub:
                 self._closing.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, self.max_backoff_s)
             finally:
-                self._pubsub = None
                 with self._lock:
                     for heard in self._heard.values():
                         heard.clear()  # until the next connection confirms it
@@ -325,6 +327,35 @@ class EventHub:
                 except Exception as exc:  # noqa: BLE001 - the connection is already gone
                     log.debug("closing the hub's pub/sub failed: %s", exc)
         self._connected = False
+
+    def _resubscribe(self, pubsub: Any, subscribed: set[str]) -> None:
+        """Bring the connection's channels in line with the watched ones."""
+        with self._lock:
+            self._changed = False
+            watched = set(self._subscriptions)
+            # Watched again before the connection left it: still heard.
+            for channel in watched & self._confirmed:
+                self._heard[channel].set()
+        if new := watched - subscribed:
+            pubsub.subscribe(*new)
+            subscribed |= new
+        if gone := subscribed - watched:
+            pubsub.unsubscribe(*gone)
+            subscribed -= gone
+            self._confirmed -= gone
+
+    def _wait(self, pubsub: Any, timeout_s: float) -> None:
+        """Until the connection has something to read, a stream wakes us, or `timeout_s`."""
+        sock = pubsub.connection._sock if pubsub.connection else None  # redis-py has no public handle
+        if sock is None:
+            raise ConnectionError("the pub/sub connection is closed")
+        readable, _, _ = io_select.select([sock, self._wake_r], [], [], timeout_s)
+        if self._wake_r in readable:
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
 
     def _handle(self, raw: dict[str, Any]) -> None:
         kind = raw.get("type")
@@ -348,7 +379,9 @@ class EventHub:
                 self._first_attempt.set()
                 self._broadcast(RESYNC)
             else:
-                heard = self._heard.get(channel)
+                self._confirmed.add(channel)
+                with self._lock:
+                    heard = self._heard.get(channel)
                 if heard is not None:
                     heard.set()
 
