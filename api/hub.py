@@ -4,13 +4,12 @@ A thousand open SSE streams must not mean a thousand Redis connections. The hub
 subscribes its one connection to the channels its streams watch — the first stream
 of a channel has it subscribed, the last one to leave unsubscribed — and hands each
 message to the subscriptions registered for its channel. Only the hub's reader
-touches the connection: a stream records what it watches and wakes the reader
-(a pipe it waits on beside the socket), which brings the connection's
-subscriptions in line with it. An API process with no
-stream open on an agent does not hear that agent's events: subscribing to every
-channel by pattern made each API process read and discard every event of every
-agent (~1 ms of CPU per agent in the benchmark, and once more per process added).
-Its reader runs in a background thread (a greenlet under gevent) and reconnects by
+touches the connection: a stream records what it watches and wakes the reader (a
+pipe it waits on beside the socket), which brings the connection's subscriptions in
+line with it. An API process with no stream open on an agent does not hear that
+agent's events: subscribing to every channel by pattern made each API process read
+and discard every event of every agent (~1 ms of CPU per agent in the benchmark, and
+once more per process added). Its reader runs in a background thread (a greenlet under gevent) and reconnects by
 itself; because messages sent while it was away are lost, every (re)connection and
 every overflowing queue tells the subscribers to `RESYNC` — catch up from the
 database, which is the record.
@@ -209,10 +208,12 @@ class EventHub:
         with self._lock:
             self._subscriptions[channel].add(subscription)
             heard = self._heard.get(channel)
-            if heard is None:
+            first = heard is None
+            if first:
                 heard = self._heard[channel] = threading.Event()
                 self._changed = True
-        self._wake()
+        if first:
+            self._wake()
         self._start()
         # Only the very first streams wait, so that they do not miss what is
         # published while the connection comes up; if Redis is down they poll.

@@ -19,6 +19,9 @@ from sqlalchemy import text
 
 from bench.clients import Reply, post_concurrently
 from bench.stack import Stack
+from jarvis_agents.lifecycle import TERMINAL
+
+ENDED = frozenset(status.value for status in TERMINAL)
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,9 @@ def wait_terminal(
     deadline = time.monotonic() + timeout_s
     query = text(
         "SELECT count(*) FROM agents WHERE id = ANY(CAST(:ids AS uuid[])) "
-        "AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+        "AND status = ANY(CAST(:ended AS text[]))"
     )
-    params = {"ids": [str(i) for i in ids]}
+    params = {"ids": [str(i) for i in ids], "ended": sorted(ENDED)}
     wanted = set(params["ids"])
     asked = 0.0
     while True:
@@ -160,9 +163,6 @@ def cancel_pending(stack: Stack) -> int:
     return int(count)
 
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
-
-
 class StatusListener:
     """Times every status change published on Redis: (agent_id, status) → wall clock."""
 
@@ -190,7 +190,7 @@ class StatusListener:
                 continue
             with self._lock:
                 self.times.setdefault(key, now)
-                if key[1] in TERMINAL:
+                if key[1] in ENDED:
                     self.ended.add(key[0])
 
     def get(self, agent_id: uuid.UUID, status: str) -> float | None:
