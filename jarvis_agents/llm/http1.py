@@ -278,21 +278,8 @@ class Response:
             self.complete = True
             return
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            while True:
-                line = connection._line()
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise ConnectionBroke(f"malformed chunk size: {line[:40]!r}") from None
-                if size == 0:
-                    while connection._line():  # trailers, up to the empty line
-                        pass
-                    self.complete = True
-                    return
-                data = connection._exactly(size)
-                if connection._exactly(2) != b"\r\n":
-                    raise ConnectionBroke("a chunk did not end with CRLF")
-                yield data
+            yield from self._chunked()
+            return
         length = self.headers.get("content-length")
         if length is not None:
             try:
@@ -316,6 +303,49 @@ class Response:
 
     def read(self) -> bytes:
         return b"".join(self.iter_body())
+
+    def _chunked(self) -> Iterator[bytes]:
+        """A chunked body: each time, every whole chunk the reads so far brought, joined.
+
+        A model streams a line per token, each its own chunk, and several arrive in one
+        read: decoding them in one pass and handing them on together costs a fraction
+        of a pass and a yield per chunk.
+        """
+        connection = self._connection
+        buffer = connection._buffer
+        while True:
+            parts: list[bytes] = []
+            at = 0
+            size = -1
+            while (end := buffer.find(b"\r\n", at)) >= 0:
+                line = bytes(buffer[at:end])
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise ConnectionBroke(f"malformed chunk size: {line[:40]!r}") from None
+                if size == 0:
+                    break
+                start = end + 2
+                if len(buffer) < start + size + 2:
+                    break
+                if buffer[start + size:start + size + 2] != b"\r\n":
+                    raise ConnectionBroke("a chunk did not end with CRLF")
+                parts.append(bytes(buffer[start:start + size]))
+                at = start + size + 2
+                size = -1
+            del buffer[:at]
+            if parts:
+                yield b"".join(parts)
+            if size == 0:
+                connection._line()  # the last chunk's "0"
+                while connection._line():  # trailers, up to the empty line
+                    pass
+                self.complete = True
+                return
+            if not parts:
+                if len(buffer) > _MAX_HEAD and buffer.find(b"\r\n") < 0:
+                    raise ConnectionBroke("a chunk header is too large")
+                connection._fill()
 
 
 def _connect(origin: Origin, timeout_s: float,

@@ -398,25 +398,37 @@ def _read_reply(chunks: Iterator[bytes], quit_now: Callable[[], bool]) -> str | 
         if quit_now():
             return None
         *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            if _read_line(line, parts):
-                return "".join(parts)
-    if _read_line(pending, parts):  # a last line without its newline
+        if lines and _read_lines(lines, parts):
+            return "".join(parts)
+    if _read_lines([pending], parts):  # a last line without its newline
         return "".join(parts)
     raise TransientModelError("the reply stream ended before the reply was complete")
 
 
-def _read_line(line: bytes, parts: list[str]) -> bool:
-    """Adds one NDJSON line's text to `parts`; True when it is the `done` line."""
-    if not line.strip():
+def _read_lines(lines: list[bytes], parts: list[str]) -> bool:
+    """Adds the text of NDJSON lines to `parts`; True once one is the `done` line.
+
+    The lines one read brought (a token each) are decoded in one `json.loads`, as an
+    array: a call per line cost more than the decoding itself. Only if that fails
+    are they decoded one by one, so that nothing after the `done` line is looked at.
+    """
+    lines = [line for line in lines if line.strip()]
+    if not lines:
         return False
-    part = json.loads(line)
-    if error := part.get("error"):
-        raise ollama.ResponseError(error)
-    content = (part.get("message") or {}).get("content")
-    if content:
-        parts.append(content)
-    return bool(part.get("done"))
+    try:
+        decoded = json.loads(b"[" + b",".join(lines) + b"]") if len(lines) > 1 else None
+    except ValueError:
+        decoded = None
+    for index, line in enumerate(lines):
+        part = decoded[index] if decoded is not None else json.loads(line)
+        if error := part.get("error"):
+            raise ollama.ResponseError(error)
+        content = (part.get("message") or {}).get("content")
+        if content:
+            parts.append(content)
+        if part.get("done"):
+            return True
+    return False
 
 
 def _cut_at_stop(text: str, stop: Sequence[str]) -> str:

@@ -104,6 +104,46 @@ def test_a_chunked_reply_is_read_and_the_connection_carries_the_next_request(ser
     conn.close()
 
 
+@pytest.mark.parametrize("piece", [1, 2, 7, 4096])
+def test_a_chunked_reply_split_anywhere_by_the_network_reads_the_same(serve, piece: int) -> None:  # type: ignore[no-untyped-def]
+    """Chunks that arrive together are handed on together; cut anywhere (a size line,
+    a chunk's data, its CRLF, the trailers), the body and the next request are intact."""
+    lines = [b'{"message":{"content":" w%d"},"done":false}\n' % i for i in range(12)]
+    wire = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"".join(b"%x;ext=1\r\n%s\r\n" % (len(line), line) for line in lines)
+            + b"0\r\nX-Trailer: 1\r\n\r\n")
+
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        for start in range(0, len(wire), piece):
+            conn.sendall(wire[start:start + piece])
+            if piece < 4096:
+                time.sleep(0.0005)  # separate reads, most of the time
+        return True
+
+    conn = connection(serve(answer))
+    for _ in range(2):
+        response = post(conn)
+        parts = list(response.iter_body())
+        assert b"".join(parts) == b"".join(lines)
+        assert response.reusable
+    if piece == 4096:
+        assert len(parts) == 1  # one read brought them all: one piece, not twelve
+    conn.close()
+
+
+def test_a_chunk_without_its_crlf_breaks_the_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n")
+        return True
+
+    conn = connection(serve(answer))
+    response = post(conn)
+    with pytest.raises(http1.ConnectionBroke, match="CRLF"):
+        response.read()
+    assert not response.reusable
+    conn.close()
+
+
 def test_content_length_and_connection_close(serve) -> None:  # type: ignore[no-untyped-def]
     def answer(conn: socket.socket, body: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\nConnection: close\r\n\r\nnope!")
@@ -266,3 +306,41 @@ def test_a_host_with_a_path_prefix_keeps_it_in_the_model_call(  # type: ignore[n
                            deadline=time.monotonic() + 5, should_stop=lambda: False)
     assert reply == "hi"
     assert server.requests[0].startswith(request_line)
+
+
+def _stream(lines: list[bytes]) -> Answer:
+    """A reply whose NDJSON lines all go out in one chunk, so that one read brings them."""
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        data = b"".join(lines)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+        return True
+
+    return answer
+
+
+def _chat(server: RawServer) -> str:
+    with OllamaChatModel(host=f"http://127.0.0.1:{server.port}", retries=1) as model:
+        return model.chat([ChatMessage("user", "x")], model="m", stop=[],
+                          deadline=time.monotonic() + 5, should_stop=lambda: False)
+
+
+def test_lines_read_together_are_read_up_to_the_done_line_only(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(_stream([
+        b'{"message":{"content":"THOUGHT: \\u00e9t\\u00e9"},"done":false}\n',
+        b'{"message":{"content":" done"},"done":false}\n\n',
+        b'{"message":{"content":""},"done":true}\n',
+        b"whatever comes after the done line is not read\n",
+    ]))
+    assert _chat(server) == "THOUGHT: été done"
+
+
+def test_an_error_line_among_lines_read_together_is_the_models_error(serve) -> None:  # type: ignore[no-untyped-def]
+    from jarvis_agents.errors import ModelError
+
+    server = serve(_stream([
+        b'{"message":{"content":"THOUGHT:"},"done":false}\n',
+        b'{"error":"the runner crashed"}\n',
+    ]))
+    with pytest.raises(ModelError, match="the runner crashed"):
+        _chat(server)
