@@ -16,6 +16,17 @@ older than the visibility timeout (an hour), and it restores by the hash entry
 (`restore_by_tag`, under WATCH), so a pair seen half-written there is either not yet
 visible or already gone. A worker that dies still leaves its received, unacknowledged
 messages for the restore (tests/integration/test_direct_enqueue.py).
+
+Messages of the tasks named in the transport option `untracked_tasks` (the agent
+runs: `workers.celery_app`) get no Redis bookkeeping at all. For them it only
+duplicated the database, at a fifth of the worker's CPU (py-spy: the receipt's
+ZADD+HSET ~10 % of its GIL time, the ack's ZREM+HDEL ~11 %). Every agent's record
+is its row: a worker that dies leaves its agents RUNNING with a heartbeat that goes
+stale, or PENDING, and the sweeper queues them again within a minute, where kombu's
+restore would have waited out the visibility timeout (an hour) to deliver a message
+whose claim would then do nothing. Such a message is still held in memory until
+its ack, so the prefetch limit counts it, and a worker that closes its channel
+(a warm shutdown) still puts back the ones it never acknowledged.
 """
 
 from __future__ import annotations
@@ -25,9 +36,57 @@ from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 
 
 class QoS(kombu_redis.QoS):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._untracked: set[str] = set()  # delivery tags held in memory only
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        if (message.headers or {}).get("task") in self.channel.untracked_tasks:
+            self._untracked.add(delivery_tag)
+            virtual.QoS.append(self, message, delivery_tag)  # the prefetch count, in memory
+            return
+        super().append(message, delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        if delivery_tag in self._untracked:
+            self._untracked.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        if delivery_tag in self._untracked:
+            self._untracked.discard(delivery_tag)
+            if requeue:
+                self._put_back(self._delivered[delivery_tag], leftmost=True)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().reject(delivery_tag, requeue=requeue)
+
+    def restore_unacked(self, client: Any = None) -> None:
+        """Put back what was delivered and not acknowledged: the untracked messages from
+        memory, the others from Redis (kombu's way)."""
+        self._flush()  # forget what was acknowledged meanwhile
+        with self.channel.conn_or_acquire(client) as acquired:
+            for tag, message in list(self._delivered.items()):
+                if tag in self._untracked:
+                    self._put_back(message, client=acquired)
+                else:
+                    self.restore_by_tag(tag, client=acquired)
+        self._delivered.clear()
+        self._untracked.clear()
+
+    def _put_back(self, message: Any, *, client: Any = None, leftmost: bool = False) -> None:
+        """The message onto its queue again, as kombu's restore would from Redis."""
+        delivery = message.delivery_info
+        with self.channel.conn_or_acquire(client) as acquired:
+            self.channel._do_restore_message(
+                message._raw, delivery["exchange"], delivery["routing_key"], acquired, leftmost)
+
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
         # kombu's own, but without MULTI/EXEC: what asks for a pipeline here is the
@@ -42,6 +101,8 @@ class QoS(kombu_redis.QoS):
 class Channel(kombu_redis.Channel):
     QoS = QoS
     _bookkeeping: Any = None
+    untracked_tasks: tuple[str, ...] = ()
+    from_transport_options = (*kombu_redis.Channel.from_transport_options, "untracked_tasks")
 
     @contextmanager
     def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:

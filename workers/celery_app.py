@@ -60,6 +60,9 @@ def create_celery(settings: Settings) -> Celery:
             "socket_connect_timeout": 5,
             "health_check_interval": 10,
             "retry_on_timeout": True,
+            # Agent runs are recovered by the database (the sweeper), not by kombu's
+            # unacked bookkeeping in Redis: workers.broker skips it for them.
+            "untracked_tasks": (RUN_AGENT,),
         },
         worker_cancel_long_running_tasks_on_connection_loss=False,
     )

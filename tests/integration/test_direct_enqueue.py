@@ -1,6 +1,7 @@
 """The hand-built task message (`CeleryDispatcher.queue_push`) against the real thing:
 kombu's own envelope from send_task, a real Celery worker that runs it and acknowledges
-it late, and kombu's restore of an unacknowledged message after a worker dies.
+it, and what is left in Redis when a worker ends: nothing of an agent's message once a
+worker has it (the database recovers agents), and what a warm shutdown puts back.
 
 The envelope is kombu's Redis transport format, stable for years but not a public API:
 if a Celery or kombu upgrade changes it, these tests say so.
@@ -26,11 +27,20 @@ from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store import open_repository
 from tests.support.api_server import CALC_SCRIPT
-from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
+from workers.broker import TRANSPORT
+from workers.celery_app import (
+    DELIVER_WEBHOOK,
+    QUEUE,
+    RUN_AGENT,
+    CeleryDispatcher,
+    create_celery,
+    redis_task_message,
+)
 
 pytestmark = pytest.mark.integration
 
 UNACKED = "unacked"  # kombu's Redis transport: delivery tag → [message, exchange, routing key]
+UNACKED_INDEX = "unacked_index"  # … and delivery tag → when it was delivered
 
 
 def flatten(message: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -118,7 +128,7 @@ def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
     repository.engine.dispose()
 
 
-def test_a_real_worker_runs_the_hand_built_message_and_acks_it_late(
+def test_a_real_worker_runs_the_hand_built_message_and_keeps_nothing_of_it_in_redis(
     stack: Stack, start_worker: Any, fake_ollama: Any
 ) -> None:
     fake_ollama.latency_s = 0.5
@@ -127,49 +137,92 @@ def test_a_real_worker_runs_the_hand_built_message_and_acks_it_late(
     assert created and agent.task_id == str(agent.id)
 
     stack.wait(agent.id, lambda a: a.status is AgentStatus.RUNNING, 20, "RUNNING")
-    # acks_late: while it runs, the message waits in kombu's unacked hash under its own
-    # delivery tag, with the exchange and routing key a restore would put it back by.
-    entries = stack.redis.hgetall(UNACKED)
-    assert len(entries) == 1, entries
-    (raw,) = entries.values()
-    message, exchange, routing_key = json.loads(raw)
-    assert (exchange, routing_key) == ("", QUEUE)
-    assert message["headers"]["id"] == str(agent.id)
+    # Taken off the queue, and not in kombu's unacked hash either: an agent run is
+    # recovered by its row (workers.broker), so Redis holds nothing of it.
+    assert stack.redis.llen(QUEUE) == 0
+    assert stack.redis.hlen(UNACKED) == 0 and stack.redis.zcard(UNACKED_INDEX) == 0
 
     done = stack.wait(agent.id, lambda a: a.is_terminal, 30, "the agent to end")
     assert done.status is AgentStatus.COMPLETED, done.error
     assert done.final_answer == "1113068"
     assert done.attempt == 1  # one delivery, no re-enqueue
-    deadline = time.monotonic() + 5
-    while stack.redis.hlen(UNACKED) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stack.redis.hlen(UNACKED) == 0  # acknowledged when it ended
-    assert stack.redis.llen(QUEUE) == 0
+    assert stack.redis.llen(QUEUE) == 0 and stack.redis.hlen(UNACKED) == 0
 
 
-def test_kombu_restores_the_message_of_a_dead_worker(
-    stack: Stack, start_worker: Any, fake_ollama: Any, redis_url: str
+def test_a_dead_workers_agent_is_left_to_the_database_not_to_a_restore(
+    stack: Stack, start_worker: Any, fake_ollama: Any
 ) -> None:
-    from kombu import Connection
-
     fake_ollama.latency_s = 30.0  # it stays RUNNING until the worker is killed
     worker = start_worker(stack.env)
     agent, _ = stack.service.create(stack.user_id, CreateRequest(goal="What is 1234 * 902?"))
     stack.wait(agent.id, lambda a: a.status is AgentStatus.RUNNING, 20, "RUNNING")
     worker.signal(signal.SIGKILL)
     worker.proc.wait(10)
-    assert stack.redis.llen(QUEUE) == 0 and stack.redis.hlen(UNACKED) == 1
+    # No message waits out kombu's visibility timeout (an hour) to be delivered again:
+    # the row, RUNNING with a heartbeat going stale, is what the sweeper queues again
+    # (tests/faults/test_worker_death.py runs that to the end).
+    assert stack.redis.llen(QUEUE) == 0 and stack.redis.hlen(UNACKED) == 0
+    assert stack.repository.get(agent.id).status is AgentStatus.RUNNING
 
-    # What a worker does once the visibility timeout has passed (here: at once).
-    with Connection(redis_url, transport_options={"visibility_timeout": 0}) as conn:
-        conn.default_channel.qos.restore_visible(num=10)
 
-    assert stack.redis.hlen(UNACKED) == 0
-    (raw,) = stack.redis.lrange(QUEUE, 0, -1)
-    restored = json.loads(raw)
-    assert restored["headers"]["id"] == str(agent.id)
-    body = json.loads(base64.b64decode(restored["body"]))
-    assert body[0] == [str(agent.id)]
+def _consume(channel: Any, count: int) -> list[Any]:
+    """`count` messages off the queue, unacknowledged, the way a worker receives them."""
+    messages: list[Any] = []
+    deadline = time.monotonic() + 5
+    while len(messages) < count and time.monotonic() < deadline:
+        message = channel.basic_get(QUEUE, no_ack=False)
+        if message is not None:
+            messages.append(message)
+    assert len(messages) == count
+    return messages
+
+
+def test_untracked_messages_are_still_put_back_by_a_warm_shutdown(
+    redis_url: str, tmp_path: Any
+) -> None:
+    """An agent's message is kept in memory only; a channel closed before its ack (a
+    worker's warm shutdown) still puts it back, and other tasks keep kombu's bookkeeping."""
+    from kombu import Connection
+
+    settings = Settings.from_env({"REDIS_URL": redis_url, "JARVIS_DATA_DIR": str(tmp_path)})
+    app = create_celery(settings)
+    client = redis_lib.Redis.from_url(redis_url)
+    agent_id = uuid.uuid4()
+    try:
+        dispatcher = CeleryDispatcher(app)
+        push = dispatcher.queue_push(agent_id, task_id=str(agent_id))
+        assert push is not None
+        client.lpush(QUEUE, push.payload)
+        client.lpush(QUEUE, redis_task_message(
+            app, DELIVER_WEBHOOK, [str(agent_id)], task_id="webhook-1", queue=QUEUE,
+            origin="test"))
+        options = app.conf.broker_transport_options
+        with Connection(redis_url, transport=TRANSPORT, transport_options=options) as conn:
+            channel = conn.channel()
+            received = _consume(channel, 2)
+            # Only the webhook delivery is booked in Redis while unacknowledged.
+            (booked,) = client.hvals(UNACKED)
+            assert json.loads(booked)[0]["headers"]["task"] == DELIVER_WEBHOOK
+            assert client.llen(QUEUE) == 0
+            channel.close()  # what a worker's warm shutdown does with what it holds
+
+        queued = [json.loads(raw) for raw in client.lrange(QUEUE, 0, -1)]
+        assert sorted(m["headers"]["task"] for m in queued) == sorted([RUN_AGENT, DELIVER_WEBHOOK])
+        assert client.hlen(UNACKED) == 0
+        assert {m["headers"]["id"] for m in queued} == {
+            r.headers["id"] for r in received}
+
+        with Connection(redis_url, transport=TRANSPORT, transport_options=options) as conn:
+            channel = conn.channel()
+            for message in _consume(channel, 2):
+                message.ack()
+            channel.close()  # nothing left to put back
+        assert client.llen(QUEUE) == 0 and client.hlen(UNACKED) == 0
+        assert client.zcard(UNACKED_INDEX) == 0
+    finally:
+        client.delete(QUEUE, UNACKED, UNACKED_INDEX)
+        client.close()
+        app.close()
 
 
 def test_with_redis_down_the_agent_is_kept_for_the_sweeper(pg_url: str, tmp_path: Any) -> None:
