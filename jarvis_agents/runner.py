@@ -198,9 +198,9 @@ class AgentRunner:
             if self.repository.mark_enqueued(agent.id, task_id):
                 self.dispatcher.enqueue(agent.id, task_id=task_id)
                 count += 1
-        # A message prefetched by a worker that was then killed stays unacknowledged
-        # in Redis until the visibility timeout (an hour). Re-enqueue PENDING agents
-        # that have waited long; the claim's compare-and-set makes duplicates no-ops.
+        # A message prefetched by a worker that was then killed is gone with it (agent
+        # runs have no unacked bookkeeping in Redis: workers.broker). Re-enqueue PENDING
+        # agents that have waited long; the claim's compare-and-set makes duplicates no-ops.
         pending_before = utcnow() - timedelta(seconds=self.settings.pending_requeue_s)
         for agent in self.repository.stale_pending(pending_before):
             if self.repository.touch_pending(agent):

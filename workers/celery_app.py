@@ -40,8 +40,10 @@ def create_celery(settings: Settings) -> Celery:
         accept_content=["json"],
         task_ignore_result=True,
         task_default_queue=QUEUE,
-        # A task is acknowledged when it ends, and handed back if the worker dies:
-        # the attempt check in SQL makes a second delivery harmless.
+        # A task is acknowledged when it ends; a warm shutdown hands back what it
+        # never started. An agent whose worker died is queued again by the sweeper
+        # from its row (workers.broker: no Redis bookkeeping for agent runs), and the
+        # attempt check in SQL makes any second delivery harmless.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
