@@ -75,8 +75,12 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.webhooks import WebhookSender
 
     # Statements take well under a millisecond: 20 connections serve 200 agents, and a
-    # worker process stays within 30 of PostgreSQL's default max_connections of 100.
-    repository = open_repository(settings, pool_size=min(20, settings.worker_concurrency // 4 + 5))
+    # worker process stays within 20 of PostgreSQL's default max_connections of 100.
+    # A fixed pool: with overflow, 200 threads kept opening connections beyond it and
+    # closing them as they came back (60-100 new PostgreSQL backends per 500 agents,
+    # each a process forked and warmed up), for no throughput that could be measured.
+    repository = open_repository(
+        settings, pool_size=min(20, settings.worker_concurrency // 4 + 5), overflow=False)
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
     events = RedisEventBus(redis)
     tools = ToolRegistry.default(settings)

@@ -11,14 +11,17 @@ if TYPE_CHECKING:
     from jarvis_agents.store.repository import Repository
 
 
-def open_repository(settings: Settings, *, pool_size: int = 10, check: bool = True) -> Repository:
-    """A repository on the configured database; with `check`, fails clearly if unmigrated."""
+def open_repository(
+    settings: Settings, *, pool_size: int = 10, overflow: bool = True, check: bool = True
+) -> Repository:
+    """A repository on the configured database; with `check`, fails clearly if unmigrated.
+    `pool_size` and `overflow` are `store.database.make_engine`'s."""
     from sqlalchemy.exc import OperationalError
 
     from jarvis_agents.store.database import is_migrated, make_engine
     from jarvis_agents.store.repository import Repository
 
-    engine = make_engine(settings.database_url, pool_size=pool_size)
+    engine = make_engine(settings.database_url, pool_size=pool_size, overflow=overflow)
     if check:
         try:
             migrated = is_migrated(engine)

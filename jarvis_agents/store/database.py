@@ -22,8 +22,14 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 IDLE_PING_S = 10.0
 
 
-def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
-    """An engine with bounded waits: no query, connect or pool checkout blocks forever."""
+def make_engine(database_url: str, *, pool_size: int = 10, overflow: bool = True) -> Engine:
+    """An engine with bounded waits: no query, connect or pool checkout blocks forever.
+
+    With `overflow`, a burst may open half again as many PostgreSQL connections, each
+    closed when it comes back to a full pool; without, callers wait for one of
+    `pool_size` (a worker's 200 threads, which would otherwise open and close
+    connections all the time).
+    """
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
@@ -32,7 +38,7 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
             pool_size=pool_size,
-            max_overflow=pool_size,
+            max_overflow=pool_size if overflow else 0,
             pool_timeout=30,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -42,7 +48,7 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> Engine:
         pool_size=pool_size,
         # A burst may borrow half again; past that, callers wait for a connection
         # (pool_timeout) rather than push PostgreSQL past its max_connections.
-        max_overflow=pool_size // 2,
+        max_overflow=pool_size // 2 if overflow else 0,
         pool_timeout=30,
         # Not pool_pre_ping: a round trip on every checkout; see _check_on_checkout.
         pool_pre_ping=False,

@@ -509,3 +509,37 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                 raw.close()
         finally:
             repository.engine.dispose()
+
+
+@pytest.mark.parametrize("overflow", [False, True], ids=["fixed", "overflow"])
+def test_a_fixed_pool_keeps_its_connections_however_many_threads_want_one(
+    pg_url: str, overflow: bool
+) -> None:
+    """A worker's 200 threads share a fixed pool: the same PostgreSQL backends serve them
+    all, where a pool with overflow keeps opening backends beyond its size and closing
+    them (each a process PostgreSQL forks and warms up)."""
+    engine = make_engine(pg_url, pool_size=3, overflow=overflow)
+    backends: set[int] = set()
+    lock = threading.Lock()
+    barrier = threading.Barrier(24)
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(15):
+            with engine.connect() as conn:
+                pid = conn.execute(text("SELECT pg_backend_pid() FROM pg_sleep(0.002)")).scalar_one()
+            with lock:
+                backends.add(pid)
+
+    threads = [threading.Thread(target=work) for _ in range(24)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        if overflow:
+            assert len(backends) > 3  # the burst borrowed beyond the pool, and let go
+        else:
+            assert len(backends) == 3
+    finally:
+        engine.dispose()
