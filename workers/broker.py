@@ -40,29 +40,23 @@ from kombu.transport import virtual
 
 
 class QoS(kombu_redis.QoS):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._untracked: set[str] = set()  # delivery tags held in memory only
-
     def append(self, message: Any, delivery_tag: str) -> None:
-        if (message.headers or {}).get("task") in self.channel.untracked_tasks:
-            self._untracked.add(delivery_tag)
+        if self._untracked(message):
             virtual.QoS.append(self, message, delivery_tag)  # the prefetch count, in memory
             return
         super().append(message, delivery_tag)
 
     def ack(self, delivery_tag: str) -> None:
-        if delivery_tag in self._untracked:
-            self._untracked.discard(delivery_tag)
+        if self._untracked(self._delivered.get(delivery_tag)):
             virtual.QoS.ack(self, delivery_tag)
             return
         super().ack(delivery_tag)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        if delivery_tag in self._untracked:
-            self._untracked.discard(delivery_tag)
+        message = self._delivered.get(delivery_tag)
+        if self._untracked(message):
             if requeue:
-                self._put_back(self._delivered[delivery_tag], leftmost=True)
+                self._put_back(message, leftmost=True)
             virtual.QoS.ack(self, delivery_tag)
             return
         super().reject(delivery_tag, requeue=requeue)
@@ -73,12 +67,16 @@ class QoS(kombu_redis.QoS):
         self._flush()  # forget what was acknowledged meanwhile
         with self.channel.conn_or_acquire(client) as acquired:
             for tag, message in list(self._delivered.items()):
-                if tag in self._untracked:
+                if self._untracked(message):
                     self._put_back(message, client=acquired)
                 else:
                     self.restore_by_tag(tag, client=acquired)
         self._delivered.clear()
-        self._untracked.clear()
+
+    def _untracked(self, message: Any) -> bool:
+        """Whether this delivered message is one kept in memory only (None: not held)."""
+        return message is not None and (
+            (message.headers or {}).get("task") in self.channel.untracked_tasks)
 
     def _put_back(self, message: Any, *, client: Any = None, leftmost: bool = False) -> None:
         """The message onto its queue again, as kombu's restore would from Redis."""
