@@ -40,9 +40,11 @@ def goal(tag: str) -> str:
 
 
 def create_agents(
-    stack: Stack, users: list[User], tags: list[str], *, warmup_per_client: int = 0
+    stack: Stack, users: list[User], tags: list[str], *, warmup_per_client: int = 0,
+    base_url: str | None = None,
 ) -> list[Reply]:
-    """Create one agent per tag, the tags dealt round-robin to one client process per user."""
+    """Create one agent per tag, the tags dealt round-robin to one client process per user
+    (at `base_url`, the API's unless given)."""
     clients = len(users)
     bodies = [
         [json.dumps({"goal": goal(t)}).encode() for t in tags[i::clients]] for i in range(clients)
@@ -55,7 +57,7 @@ def create_agents(
         for _ in range(clients)
     ]
     return post_concurrently(
-        stack.api_url,
+        base_url or stack.api_url,
         "/api/v1/agents",
         headers=[u.headers for u in users],
         bodies=bodies,

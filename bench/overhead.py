@@ -4,10 +4,13 @@ Three phases per run:
 
 A. create latency, API alone: 8 client processes each POST `creates_per_client`
    agents back to back (after a few warm-up creates) while no worker runs, so the
-   number is the API's alone; the agents are then cancelled in SQL.
+   number is the API's alone; the agents are then cancelled in SQL. In turn with
+   each run, the same clients against the create floor (`bench.create_floor`: a
+   minimal Flask view, one INSERT and one `send_task`, on the same server).
 B. create → first streamed event, one agent at a time: `POST /api/v1/agents/stream`
    and the time to its first `think` event. These agents also give the per-step
-   overhead of an unloaded system.
+   overhead of an unloaded system; then the step floor (`step_floor`): one
+   iteration's rows persisted and published, nothing else, from the harness.
 C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    planning calls and 3 `calculate` calls. Agents/s and ReACT steps/s over the
    makespan (first create sent → last `completed_at`), the per-step overhead under
@@ -31,6 +34,7 @@ its publishes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -63,12 +67,14 @@ class OverheadSizes:
     creates_per_client: int = 200
     create_warmup: int = 5
     first_event_samples: int = 30
+    step_floor_samples: int = 300
     workers: tuple[int, ...] = field(default_factory=default_workers)  # throughput phase
     timeout_s: float = 300.0
 
 
 QUICK = OverheadSizes(
-    agents=16, creates_per_client=5, create_warmup=1, first_event_samples=3, timeout_s=60.0
+    agents=16, creates_per_client=5, create_warmup=1, first_event_samples=3,
+    step_floor_samples=10, timeout_s=60.0,
 )
 
 
@@ -83,13 +89,20 @@ def run(
 ) -> dict[str, Any]:
     """All phases, `runs` times; `after_run(r)` follows throughput run r (the peer's turn)."""
     model = stack.start_model(latency_s=0.0, tool_calls=sizes.tool_calls)
-    results: dict[str, Any] = {"create": [], "first_event": [], "throughput": []}
-    for r in range(runs):
-        results["create"].append(_create_latency(stack, users, sizes, r))
-        log(
-            f"  scenario 1, run {r + 1}: create p50 "
-            f"{results['create'][-1]['p50_ms']:.2f} ms, p99 {results['create'][-1]['p99_ms']:.2f} ms"
-        )
+    results: dict[str, Any] = {
+        "create": [], "create_floor": [], "first_event": [], "step_floor": [], "throughput": []
+    }
+    floor, floor_url = stack.start_create_floor()
+    try:
+        for r in range(runs):  # ours and the floor in turn, so that both see the same machine
+            for key, url in (("create", None), ("create_floor", floor_url)):
+                results[key].append(_create_latency(stack, users, sizes, r, base_url=url))
+                log(
+                    f"  scenario 1, run {r + 1}: {key.replace('_', ' ')} p50 "
+                    f"{results[key][-1]['p50_ms']:.2f} ms, p99 {results[key][-1]['p99_ms']:.2f} ms"
+                )
+    finally:
+        stack.stop(floor)
     results["worker_concurrency"] = DEFAULT_WORKER_CONCURRENCY
     results["throughput"] = {str(n): [] for n in sizes.workers}
     workers = [stack.start_worker(model, name="worker-0")]
@@ -98,6 +111,7 @@ def run(
         for r in range(runs):
             _scale(stack, model, workers, 1)
             results["first_event"].append(_first_events(stack, model, users[0], listener, sizes, r))
+            results["step_floor"].append(step_floor(stack, sizes.step_floor_samples, r))
             fe = results["first_event"][-1]
             log(
                 f"  scenario 1, run {r + 1}: per-step overhead p50 {fe['overhead_p50_ms']:.2f} ms "
@@ -130,14 +144,20 @@ def _scale(stack: Stack, model: ModelServer, workers: list[Process], n: int) -> 
         workers += stack.start_workers(model, names=[f"worker-{i}" for i in range(len(workers), n)])
 
 
-def _create_latency(stack: Stack, users: list[User], sizes: OverheadSizes, r: int) -> dict:
+def _create_latency(
+    stack: Stack, users: list[User], sizes: OverheadSizes, r: int, *, base_url: str | None = None
+) -> dict:
+    """Creates from one client process per user; at `base_url` (the floor) when given."""
     tags = [f"c{r}-{i}" for i in range(sizes.creates_per_client * len(users))]
-    replies = driver.create_agents(stack, users, tags, warmup_per_client=sizes.create_warmup)
+    replies = driver.create_agents(
+        stack, users, tags, warmup_per_client=sizes.create_warmup, base_url=base_url
+    )
     elapsed = max(reply.sent_at + reply.latency_s for reply in replies) - min(
         reply.sent_at for reply in replies
     )
     errors = sum(1 for reply in replies if reply.status != 202)
-    driver.cancel_pending(stack)
+    if base_url is None:
+        driver.cancel_pending(stack)
     summary = latency_summary([reply.latency_s for reply in replies])
     return {
         **summary,
@@ -174,6 +194,66 @@ def _first_events(
         **_prefixed("overhead", latency_summary(overhead["samples"])),
         **_parts(overhead),
     }
+
+
+# The rows of one inline-tool iteration, as the bench model's agents write them.
+_FLOOR_ROWS = (
+    ("THINK", None, "I need to multiply the numbers first."),
+    ("ACT", "calculate", "1234 * 902"),
+    ("OBSERVE", "calculate", "1113068"),
+)
+
+
+def step_floor(stack: Stack, samples: int, r: int) -> dict:
+    """Persist and publish one iteration's steps, and nothing else, `samples` times.
+
+    From the harness, one agent at a time: the three step rows in one durable INSERT
+    (autocommit, the same table and indexes), then their three events in one Redis
+    PUBLISH pipeline. No guard, no parsing, no prompt, no model call: the part of the
+    per-step target ("persist + publish + cancellation check") that no loop can skip.
+    """
+    from sqlalchemy import text
+
+    from jarvis_agents.events import AGENT_CHANNEL, step_event
+    from jarvis_agents.lifecycle import Step, StepType, utcnow
+
+    with stack.engine.connect() as conn:  # any agent row will do for the foreign key
+        agent_id = conn.execute(
+            text("SELECT id FROM agents ORDER BY created_at LIMIT 1 OFFSET :r"), {"r": r}
+        ).scalar_one()
+    insert = (
+        "INSERT INTO agent_steps (agent_id, seq, step, type, tool, content, created_at, "
+        "duration_ms, attempt) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, 1)"] * 3)
+    )
+    channel = AGENT_CHANNEL.format(agent_id)
+    raw = stack.engine.raw_connection()
+    times: list[float] = []
+    try:
+        raw.autocommit = True
+        with raw.cursor() as cursor:
+            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (agent_id,))
+            for k in range(samples):
+                now = utcnow()
+                steps = [
+                    Step(3 * k + i + 1, k, StepType(kind), content, tool=tool, created_at=now,
+                         duration_ms=0)
+                    for i, (kind, tool, content) in enumerate(_FLOOR_ROWS)
+                ]
+                began = time.perf_counter()
+                cursor.execute(insert, [
+                    value for s in steps
+                    for value in (str(agent_id), s.seq, s.step, s.type.value, s.tool, s.content,
+                                  s.created_at, s.duration_ms)
+                ])
+                pipeline = stack.redis.pipeline(transaction=False)
+                for s in steps:
+                    pipeline.publish(channel, json.dumps(step_event(agent_id, s)))
+                pipeline.execute()
+                times.append(time.perf_counter() - began)
+            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (agent_id,))
+    finally:
+        raw.close()
+    return latency_summary(times)
 
 
 def _throughput(

@@ -119,6 +119,38 @@ def _method(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def _create_floor_rows(o: dict[str, Any]) -> list[str]:
+    floor, cr = o.get("create_floor"), o["create"]
+    if not floor:
+        return []
+    return [
+        (
+            "| create floor p50 / p90 / p99: the same clients against a minimal Flask view "
+            "(`bench/create_floor.py`: one INSERT, one `send_task`, same server, nothing else) | "
+            f"{cell(floor, 'p50_ms', 2)} / {cell(floor, 'p90_ms', 2)} / {cell(floor, 'p99_ms', 2)}"
+            f" ms ({cell(floor, 'creates_per_s', 0)}/s) |"
+        ),
+        (
+            "| create ÷ floor, p50 / p99 | "
+            f"{num(med(cr, 'p50_ms') / med(floor, 'p50_ms'), 2)}× / "
+            f"{num(med(cr, 'p99_ms') / med(floor, 'p99_ms'), 2)}× |"
+        ),
+    ]
+
+
+def _step_floor_rows(o: dict[str, Any]) -> list[str]:
+    floor = o.get("step_floor")
+    if not floor:
+        return []
+    return [
+        (
+            f"| per-step floor p50 / p99: one iteration's 3 rows in one durable INSERT and their "
+            f"3 events in one PUBLISH round trip, from the harness, nothing else "
+            f"({floor[0]['n']} in a row) | {cell(floor, 'p50_ms', 2)} / {cell(floor, 'p99_ms', 2)} ms |"
+        ),
+    ]
+
+
 def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     cr, fe = o["create"], o["first_event"]
     sizes, threads = o["sizes"], o["worker_concurrency"]
@@ -151,6 +183,18 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"{min(threads, sizes['agents']) - 1} other agents in the same process."
         ),
         "",
+        (
+            "**Floors**, measured in the same run, tell a target that nothing could meet on "
+            "this machine from one that ours misses (as the SSE floor does in section 3). "
+            "*Create floor*: the same client processes, in turn with our create runs, against "
+            "`bench/create_floor.py` — the issue's own \"minimal Flask INSERT + send_task\", "
+            "served as ours is (gunicorn, one gevent worker, the same PostgreSQL and Redis). "
+            "*Per-step floor*: one iteration's three rows in one durable INSERT into "
+            "`agent_steps` and their three events in one Redis PUBLISH round trip, back to back "
+            "from the harness — the target's persist + publish, with no guard, no parsing, no "
+            "prompt and no model call."
+        ),
+        "",
         "| metric | value |",
         "|---|---|",
         (
@@ -159,6 +203,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"{cell(cr, 'p90_ms', 2)} / {cell(cr, 'p99_ms', 2)} ms |"
         ),
         f"| creates/s in that phase | {cell(cr, 'creates_per_s', 0)} |",
+        *_create_floor_rows(o),
         (
             f"| create → first `think` event, p50 / p99 ({sizes['first_event_samples']} "
             f"streams, one at a time) | {cell(fe, 'p50_ms')} / {cell(fe, 'p99_ms')} ms |"
@@ -174,6 +219,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"write + COMPLETED published | "
             f"{_parts(fe)} ms |"
         ),
+        *_step_floor_rows(o),
         (
             f"| claim → first model request p50, one at a time | "
             f"{cell(fe, 'part_start_p50_ms', 2)} ms |"

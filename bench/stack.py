@@ -231,6 +231,24 @@ class Stack:
         process.wait_for("bench model listening", timeout_s=30)
         return ModelServer(process, f"http://127.0.0.1:{port}", latency_s, tool_calls)
 
+    def start_create_floor(self) -> tuple[Process, str]:
+        """The create floor (`bench.create_floor`) on its own gunicorn; its process and URL."""
+        from bench.create_floor import create_table
+
+        create_table(self.engine)
+        port = free_port()
+        process = self._start(
+            "create-floor",
+            [
+                sys.executable, "-m", "gunicorn", "--worker-class", "gevent", "--workers", "1",
+                "--worker-connections", "1000", "--bind", f"127.0.0.1:{port}",
+                "bench.create_floor:app",
+            ],
+            env=self.env(BENCH_CREATE_FLOOR="1"),
+        )
+        process.wait_for("Booting worker", timeout_s=60)
+        return process, f"http://127.0.0.1:{port}"
+
     def start_worker(
         self, model: ModelServer, *, concurrency: int | None = None, name: str = "worker"
     ) -> Process:

@@ -88,6 +88,11 @@ def test_quick_bench_runs_every_scenario_to_completion(
     assert first["completed"] == overhead["sizes"]["first_event_samples"]
     (create,) = overhead["create"]
     assert create["errors"] == 0 and create["n"] > 0
+    # The floors: the same clients against a minimal Flask view, and a bare step write.
+    (create_floor,) = overhead["create_floor"]
+    assert create_floor["errors"] == 0 and create_floor["n"] == create["n"]
+    (step_floor,) = overhead["step_floor"]
+    assert step_floor["n"] == overhead["sizes"]["step_floor_samples"]
 
     concurrency = results["concurrency"]
     (io,) = concurrency["runs"]
@@ -111,6 +116,8 @@ def test_quick_bench_runs_every_scenario_to_completion(
         throughput["overhead_p99_ms"],
         first["p50_ms"],
         create["p99_ms"],
+        create_floor["p99_ms"],
+        step_floor["p50_ms"],
         io["makespan_s"],
         fanout["spread"][0]["p99_ms"],
     ]
@@ -126,6 +133,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
     ):
         assert heading in text
     assert "| metric | 1 worker process |" in text  # a column per number of worker processes
+    assert "| create floor p50 / p90 / p99" in text and "| per-step floor p50 / p99" in text
 
 
 @pytest.fixture
