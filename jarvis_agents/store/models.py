@@ -162,3 +162,18 @@ class StepRow(Base):
             name="tool_on_act_observe",
         ),
     )
+
+
+# An agent's step_count as every read gives it. The row's column holds it once the
+# executor has ended the agent (COMPLETED, or FAILED with its ERROR row, both written
+# with the count). Until then — and for an agent ended by a cancel or by losing its
+# worker, which write no rows — it is the iteration of the agent's last step plus one,
+# read from the steps: on PostgreSQL a step write only locks the agent's row, it does
+# not update it (see store/postgres.py). The steps' (agent_id, seq) index finds the
+# last one in a probe. Plain SQL, the same on SQLite and PostgreSQL.
+STEP_COUNT_AS_READ = (
+    "CASE WHEN agents.status IN ('COMPLETED', 'FAILED') AND agents.stop_reason <> 'worker_lost'"
+    " THEN agents.step_count"
+    " ELSE coalesce((SELECT latest.step + 1 FROM agent_steps AS latest"
+    " WHERE latest.agent_id = agents.id ORDER BY latest.seq DESC LIMIT 1), 0) END"
+)

@@ -22,22 +22,25 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError
 
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
-from jarvis_agents.store.models import AgentRow
+from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow
 
 T = TypeVar("T")
 
 agents = AgentRow.__table__
 AGENT_COLUMNS = tuple(column.name for column in agents.c)
-_AGENT_LIST = ", ".join(AGENT_COLUMNS)
+_AGENT_LIST = ", ".join(
+    f"{STEP_COUNT_AS_READ} AS step_count" if name == "step_count" else name
+    for name in AGENT_COLUMNS
+)
 
 _SELECT_AGENT = f"SELECT {_AGENT_LIST} FROM agents WHERE id = %(id)s"
 
-# The guard and the step rows in one statement: the UPDATE takes the agent's row lock
+# The guard and the step rows in one statement: the guard takes the agent's row lock
 # (waiting behind a cancel, then re-checking its WHERE) and the INSERT writes only
-# what the UPDATE returned, so a refused write inserts nothing. The rows come as one
+# what the guard returned, so a refused write inserts nothing. The rows come as one
 # array per column, so the text is the same for any number of steps.
 _GUARDED_STEPS = """
-WITH owned AS ({guard} RETURNING id),
+WITH owned AS ({guard}),
 written AS (
     INSERT INTO agent_steps
         (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
@@ -58,9 +61,18 @@ SELECT count(*) FROM owned
 # ix_agents_status_heartbeat the same as the key and picked it: each step write then
 # walked every RUNNING entry of that index, the dead ones of every earlier write
 # included (0.4 ms of a 0.8 ms write with 1,200 agents running).
+#
+# An iteration's steps only lock the agent's row (FOR SHARE: a cancel, a claim or a
+# heartbeat waits for the commit; the steps' foreign key checks share it). Updating
+# the row as well — step_count, heartbeat_at — cost a new version of it and an entry
+# in each of its five indexes per step: a quarter to a third of the write (1.3–1.5 ms
+# against 1.0–1.1 with the lock alone, measured in turn on one machine). step_count is
+# read from the steps instead (models.STEP_COUNT_AS_READ), and the heartbeat thread
+# keeps heartbeat_at.
 _APPEND_STEPS = _GUARDED_STEPS.format(guard=(
-    "UPDATE agents SET step_count = %(step_count)s, heartbeat_at = %(now)s, updated_at = %(now)s"
+    "SELECT id FROM agents"
     " WHERE id = %(id)s AND (status, attempt) IS NOT DISTINCT FROM ('RUNNING', %(attempt)s)"
+    " FOR SHARE"
 ))
 
 # The claim's compare-and-set, PENDING → RUNNING under the next attempt, with the row back.
@@ -217,12 +229,9 @@ class PostgresStatements:
 
         return [dict(zip(STEP_COLUMNS, row, strict=True)) for row in _once_more_if_dropped(run)]
 
-    def append_steps(
-        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
-    ) -> bool:
+    def append_steps(self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> bool:
         """Write the steps if the agent is RUNNING under `attempt`; False when refused."""
-        params = {"id": agent_id, "attempt": attempt, "step_count": step_count, "now": utcnow()}
-        return self._guarded_steps(_APPEND_STEPS, params, steps)
+        return self._guarded_steps(_APPEND_STEPS, {"id": agent_id, "attempt": attempt}, steps)
 
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
@@ -234,6 +243,7 @@ class PostgresStatements:
         guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(expected)s"
         if attempt is not None:
             guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
+        guard += " RETURNING id"
         params = {f"set_{name}": value for name, value in values.items()}
         params.update(id=agent_id, expected=expected.value, attempt=attempt or 0)
         return self._guarded_steps(_GUARDED_STEPS.format(guard=guard), params, steps)

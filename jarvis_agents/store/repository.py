@@ -23,7 +23,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Executable, and_, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Executable,
+    and_,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -38,11 +49,16 @@ from jarvis_agents.lifecycle import (
     check_transition,
     utcnow,
 )
-from jarvis_agents.store.models import AgentRow, StepRow, UserRow
+from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
 from jarvis_agents.store.postgres import PostgresStatements
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
+# What every read of an agent selects: its columns, with step_count as read.
+AGENT_READ = tuple(
+    literal_column(STEP_COUNT_AS_READ).label("step_count") if column.name == "step_count" else column
+    for column in agents.c
+)
 users = UserRow.__table__
 
 API_KEY_PREFIX = "jrv_"
@@ -165,7 +181,7 @@ class Repository:
         if agent.idempotency_key is None:
             return None
         return conn.execute(
-            select(agents).where(
+            select(*AGENT_READ).where(
                 agents.c.user_id == agent.user_id,
                 agents.c.idempotency_key == agent.idempotency_key,
             )
@@ -175,7 +191,7 @@ class Repository:
         if self._pg is not None:
             row = self._pg.agent(agent_id, user_id=user_id)
         else:
-            query = select(agents).where(agents.c.id == agent_id)
+            query = select(*AGENT_READ).where(agents.c.id == agent_id)
             if user_id is not None:
                 query = query.where(agents.c.user_id == user_id)
             rows = self._read(query)
@@ -191,7 +207,7 @@ class Repository:
         cursor: str | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
-        query = select(agents).where(agents.c.user_id == user_id)
+        query = select(*AGENT_READ).where(agents.c.user_id == user_id)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:
@@ -259,7 +275,7 @@ class Repository:
                     started_at=func.coalesce(agents.c.started_at, now), heartbeat_at=now,
                     updated_at=now, task_id=task_id,
                 )
-                .returning(*agents.c)
+                .returning(*AGENT_READ)
             ).mappings().first()
         return _agent(row) if row else None
 
@@ -279,7 +295,7 @@ class Repository:
                     or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
                 )
                 .values(attempt=attempt + 1, heartbeat_at=now, updated_at=now, task_id=task_id)
-                .returning(*agents.c)
+                .returning(*AGENT_READ)
             ).mappings().first()
         return _agent(row) if row else None
 
@@ -288,11 +304,14 @@ class Repository:
     ) -> None:
         """Persist one iteration's steps in one transaction, or raise StaleAttempt.
 
-        The guarding UPDATE is what refuses the write: it matches no row unless the
-        agent is RUNNING under this attempt, and it holds the row lock until commit.
+        The guard is what refuses the write: it matches no row unless the agent is
+        RUNNING under this attempt, and it holds the row lock until commit.
+        `step_count` is the agent's count with these steps: SQLite's guard, an UPDATE,
+        stores it; PostgreSQL's only locks the row (see store/postgres.py), and the
+        count is read from the steps (models.STEP_COUNT_AS_READ).
         """
         if self._pg is not None:
-            owned = self._pg.append_steps(agent_id, attempt, steps, step_count=step_count)
+            owned = self._pg.append_steps(agent_id, attempt, steps)
         else:
             owned = self._append_steps(agent_id, attempt, steps, step_count=step_count)
         if not owned:
@@ -327,7 +346,7 @@ class Repository:
 
     def unqueued_pending(self, *, limit: int = 100) -> list[Agent]:
         rows = self._read(
-            select(agents)
+            select(*AGENT_READ)
             .where(agents.c.status == AgentStatus.PENDING.value, agents.c.task_id.is_(None))
             .order_by(agents.c.created_at)
             .limit(limit)
@@ -337,7 +356,7 @@ class Repository:
     def stale_pending(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
         """PENDING agents untouched since `stale_before`: their message may be lost."""
         rows = self._read(
-            select(agents)
+            select(*AGENT_READ)
             .where(agents.c.status == AgentStatus.PENDING.value, agents.c.updated_at < stale_before)
             .order_by(agents.c.updated_at)
             .limit(limit)
@@ -405,7 +424,7 @@ class Repository:
 
     def stale_running(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
         rows = self._read(
-            select(agents)
+            select(*AGENT_READ)
             .where(
                 agents.c.status == AgentStatus.RUNNING.value,
                 or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),

@@ -241,15 +241,23 @@ def test_race_between_completion_and_cancellation(pg_url: str) -> None:
 
 
 def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
-    """A cancel that commits after a step write began waits on the row lock, then wins."""
+    """A cancel that comes while a step write is in flight waits on the row lock the
+    write holds, then wins; the cancelled agent counts the iteration that write made."""
+    from jarvis_agents.store.postgres import _APPEND_STEPS
+
     repository = Repository(make_engine(pg_url, pool_size=4))
     user, _ = repository.create_user("locker")
     agent = running(repository, user.id)
-    param = str(agent.id)
+    now = utcnow()
     try:
         with repository.engine.connect() as writer:
             tx = writer.begin()
-            writer.execute(text("UPDATE agents SET step_count = 1 WHERE id = :id AND status = 'RUNNING' AND attempt = 1"), {"id": param})
+            cursor = writer.connection.dbapi_connection.cursor()  # the worker's statement
+            cursor.execute(_APPEND_STEPS, {
+                "id": agent.id, "attempt": 1, "seq": [1], "step": [0], "type": ["THINK"],
+                "tool": [None], "content": ["x"], "created_at": [now], "duration_ms": [None],
+            })
+            assert cursor.fetchone() == (1,)
             done = threading.Event()
 
             def cancel() -> None:
@@ -266,8 +274,69 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
         assert done.is_set()
         stored = repository.get(agent.id)
         assert stored is not None and stored.status is AgentStatus.CANCELLED
+        assert stored.step_count == 1
+        assert [s.content for s in repository.steps_after(agent.id)] == ["x"]
     finally:
         repository.engine.dispose()
+
+
+def test_step_count_is_the_iterations_written_whoever_ends_the_agent(
+    repository: Repository,
+) -> None:
+    """step_count (CONTRACT: iterations so far): while it runs, after a cancel or a lost
+    worker, the last written iteration + 1; what the executor stores when it ends it."""
+    user, _ = repository.create_user("nina")
+
+    def count(agent_id: uuid.UUID) -> int:
+        got = repository.get(agent_id, user_id=user.id)
+        listed = {a.id: a for a in repository.list_agents(user.id, limit=50)[0]}
+        assert got is not None and listed[agent_id].step_count == got.step_count
+        return got.step_count
+
+    pending, _ = repository.create_agent(new_agent(user.id))
+    assert count(pending.id) == 0
+    agent = running(repository, user.id)
+    assert count(agent.id) == 0
+    repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "t"),
+                                          Step(2, 0, StepType.ACT, "1+1", tool="calculate")],
+                            step_count=1)
+    assert count(agent.id) == 1
+    repository.append_steps(agent.id, 1, [Step(3, 0, StepType.OBSERVE, "2", tool="calculate")],
+                            step_count=1)
+    repository.append_steps(agent.id, 1, [Step(4, 1, StepType.THINK, "t"),
+                                          Step(5, 1, StepType.ACT, "2+2", tool="calculate"),
+                                          Step(6, 1, StepType.OBSERVE, "4", tool="calculate")],
+                            step_count=2)
+    assert count(agent.id) == 2
+    # A new attempt resumes from what the claim or take-over returns: the count is there.
+    resumed = repository.take_over(agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))
+    assert resumed is not None and resumed.step_count == 2
+    assert repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    assert count(agent.id) == 2
+
+    lost = running(repository, user.id)
+    repository.append_steps(lost.id, 1, [Step(1, 0, StepType.THINK, "t")], step_count=1)
+    assert repository.transition(lost.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=1,
+                                 error="lost", stop_reason=StopReason.WORKER_LOST)
+    assert count(lost.id) == 1
+
+    # The executor's own ending stores its count, which its ERROR row alone cannot give:
+    # the iteration that timed out (2) never ran, so it does not count.
+    timed_out = running(repository, user.id)
+    repository.append_steps(timed_out.id, 1, [Step(1, 0, StepType.THINK, "t"),
+                                              Step(2, 0, StepType.ACT, "1", tool="calculate"),
+                                              Step(3, 0, StepType.OBSERVE, "1", tool="calculate")],
+                            step_count=1)
+    repository.append_steps(timed_out.id, 1, [Step(4, 1, StepType.THINK, "t"),
+                                              Step(5, 1, StepType.ACT, "1", tool="calculate"),
+                                              Step(6, 1, StepType.OBSERVE, "1", tool="calculate")],
+                            step_count=2)
+    assert repository.transition(
+        timed_out.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=1,
+        steps=[Step(7, 2, StepType.ERROR, "out of time")], error="out of time",
+        stop_reason=StopReason.TOTAL_TIMEOUT, step_count=2)
+    assert count(timed_out.id) == 2
 
 
 def test_a_superseded_attempt_cannot_end_the_agent_or_write_its_last_step(
