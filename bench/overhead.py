@@ -9,8 +9,9 @@ A. create latency, API alone: 8 client processes each POST `creates_per_client`
    minimal Flask view, one INSERT and one `send_task`, on the same server).
 B. create → first streamed event, one agent at a time: `POST /api/v1/agents/stream`
    and the time to its first `think` event. These agents also give the per-step
-   overhead of an unloaded system; then the step floor (`step_floor`): one
-   iteration's rows persisted and published, nothing else, from the harness.
+   overhead of an unloaded system; then the step floor (`step_floor`): a loop in
+   the harness that asks the same model server, persists and publishes, and nothing
+   else, clocked the same way.
 C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    planning calls and 3 `calculate` calls. Agents/s and ReACT steps/s over the
    makespan (first create sent → last `completed_at`), the per-step overhead under
@@ -67,14 +68,14 @@ class OverheadSizes:
     creates_per_client: int = 200
     create_warmup: int = 5
     first_event_samples: int = 30
-    step_floor_samples: int = 300
+    step_floor_agents: int = 30
     workers: tuple[int, ...] = field(default_factory=default_workers)  # throughput phase
     timeout_s: float = 300.0
 
 
 QUICK = OverheadSizes(
     agents=16, creates_per_client=5, create_warmup=1, first_event_samples=3,
-    step_floor_samples=10, timeout_s=60.0,
+    step_floor_agents=3, timeout_s=60.0,
 )
 
 
@@ -111,7 +112,9 @@ def run(
         for r in range(runs):
             _scale(stack, model, workers, 1)
             results["first_event"].append(_first_events(stack, model, users[0], listener, sizes, r))
-            results["step_floor"].append(step_floor(stack, sizes.step_floor_samples, r))
+            results["step_floor"].append(
+                step_floor(stack, model, sizes.step_floor_agents, sizes.tool_calls, r)
+            )
             fe = results["first_event"][-1]
             log(
                 f"  scenario 1, run {r + 1}: per-step overhead p50 {fe['overhead_p50_ms']:.2f} ms "
@@ -204,14 +207,21 @@ _FLOOR_ROWS = (
 )
 
 
-def step_floor(stack: Stack, samples: int, r: int) -> dict:
-    """Persist and publish one iteration's steps, and nothing else, `samples` times.
+def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r: int) -> dict:
+    """The per-step overhead of a loop that does only what the target names.
 
-    From the harness, one agent at a time: the three step rows in one durable INSERT
-    (autocommit, the same table and indexes), then their three events in one Redis
-    PUBLISH pipeline. No guard, no parsing, no prompt, no model call: the part of the
-    per-step target ("persist + publish + cancellation check") that no loop can skip.
+    One agent at a time, from the harness: ask the model server for a reply (a kept-
+    alive `http.client` connection, unstreamed), then persist the iteration's three rows
+    in one durable INSERT (autocommit, the same table and indexes), publish their three
+    events in one Redis PUBLISH round trip, and ask for the next reply. No guard, no
+    parsing beyond the JSON, no prompt, no tool, no threads. Clocked as ours is: the
+    model server's arrival of request k − the end of its reply k−1 (iterations 1 to
+    `tool_calls`). Its waits are ours (the model server, PostgreSQL's commit, Redis),
+    so it pays what this machine charges for them, wake-ups of idle cores included.
     """
+    import http.client
+    from urllib.parse import urlsplit
+
     from sqlalchemy import text
 
     from jarvis_agents.events import AGENT_CHANNEL, step_event
@@ -226,34 +236,57 @@ def step_floor(stack: Stack, samples: int, r: int) -> dict:
         "duration_ms, attempt) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, 1)"] * 3)
     )
     channel = AGENT_CHANNEL.format(agent_id)
+    url = urlsplit(model.url)
+    chat = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     raw = stack.engine.raw_connection()
-    times: list[float] = []
+    tags = [f"floor{r}-{i}" for i in range(agents)]
+    model.calls(clear=True)
     try:
         raw.autocommit = True
         with raw.cursor() as cursor:
-            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (agent_id,))
-            for k in range(samples):
-                now = utcnow()
-                steps = [
-                    Step(3 * k + i + 1, k, StepType(kind), content, tool=tool, created_at=now,
-                         duration_ms=0)
-                    for i, (kind, tool, content) in enumerate(_FLOOR_ROWS)
-                ]
-                began = time.perf_counter()
-                cursor.execute(insert, [
-                    value for s in steps
-                    for value in (str(agent_id), s.seq, s.step, s.type.value, s.tool, s.content,
-                                  s.created_at, s.duration_ms)
-                ])
-                pipeline = stack.redis.pipeline(transaction=False)
-                for s in steps:
-                    pipeline.publish(channel, json.dumps(step_event(agent_id, s)))
-                pipeline.execute()
-                times.append(time.perf_counter() - began)
-            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (agent_id,))
+            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
+            seq = 0
+            for tag in tags:
+                messages = [{"role": "user", "content": driver.goal(tag)}]
+                for k in range(tool_calls + 1):
+                    body = json.dumps({"model": "llama3.2", "messages": messages, "stream": False})
+                    chat.request("POST", "/api/chat", body=body,
+                                 headers={"Content-Type": "application/json"})
+                    reply = json.loads(chat.getresponse().read())["message"]["content"]
+                    if k == tool_calls:
+                        break
+                    now = utcnow()
+                    steps = [  # one agent row holds them all: iterations numbered throughout
+                        Step(seq + i + 1, seq // 3, StepType(kind), content, tool=tool,
+                             created_at=now, duration_ms=0)
+                        for i, (kind, tool, content) in enumerate(_FLOOR_ROWS)
+                    ]
+                    seq += len(steps)
+                    cursor.execute(insert, [
+                        value for s in steps
+                        for value in (str(agent_id), s.seq, s.step, s.type.value, s.tool,
+                                      s.content, s.created_at, s.duration_ms)
+                    ])
+                    pipeline = stack.redis.pipeline(transaction=False)
+                    for s in steps:
+                        pipeline.publish(channel, json.dumps(step_event(agent_id, s)))
+                    pipeline.execute()
+                    messages += [{"role": "assistant", "content": reply},
+                                 {"role": "user", "content": "OBSERVATION: 1113068"}]
+            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
     finally:
         raw.close()
-    return latency_summary(times)
+        chat.close()
+    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for tag, turn, arrived, finished in model.calls(clear=True):
+        turns[tag][turn] = (arrived, finished)
+    samples = [
+        turns[tag][k][0] - turns[tag][k - 1][1]
+        for tag in tags
+        for k in range(1, tool_calls + 1)
+        if k in turns[tag] and k - 1 in turns[tag]
+    ]
+    return latency_summary(samples)
 
 
 def _throughput(

@@ -35,7 +35,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         loaded = [(f"{at_once}, {processes(n)}", tp) for n, tp in by_workers(o)]
         # The floors measured in the same run (section 1) tell a target no loop or view
         # could meet here from one that ours misses, as the SSE floor does for the hot shape.
-        step_floor = _floor(o.get("step_floor"), "persist + publish alone")
+        step_floor = _floor(o.get("step_floor"), "ask, persist, publish")
         for label, runs in [("one agent at a time", fe), *loaded]:
             p50, p99 = med(runs, "overhead_p50_ms"), med(runs, "overhead_p99_ms")
             rows.append(

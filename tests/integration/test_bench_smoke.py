@@ -88,11 +88,12 @@ def test_quick_bench_runs_every_scenario_to_completion(
     assert first["completed"] == overhead["sizes"]["first_event_samples"]
     (create,) = overhead["create"]
     assert create["errors"] == 0 and create["n"] > 0
-    # The floors: the same clients against a minimal Flask view, and a bare step write.
+    # The floors: the same clients against a minimal Flask view, and a bare ReACT loop.
     (create_floor,) = overhead["create_floor"]
     assert create_floor["errors"] == 0 and create_floor["n"] == create["n"]
     (step_floor,) = overhead["step_floor"]
-    assert step_floor["n"] == overhead["sizes"]["step_floor_samples"]
+    sizes = overhead["sizes"]  # every middle iteration of every floor agent clocked
+    assert step_floor["n"] == sizes["step_floor_agents"] * sizes["tool_calls"]
 
     concurrency = results["concurrency"]
     (io,) = concurrency["runs"]
