@@ -124,9 +124,12 @@ class Executor:
         """
         tools = self.tools.subset(agent.tools)
         tool_list = [t for t in (tools.get(n) for n in tools.names()) if t is not None]
-        # Every write of a RUNNING agent's steps sets its step_count to at least 1, so
-        # an agent still at 0 (nearly every claim) has none to read back.
-        state = _State.rebuild(self.store.steps_after(agent.id) if agent.step_count else [])
+        # A first attempt at 0 steps (nearly every claim) has none to read back: its
+        # claim found the agent PENDING. Any later attempt reads them, whatever count it
+        # came with: a take-over that waited for the last attempt's step write to commit
+        # counted the steps as they were when it began (PostgreSQL's READ COMMITTED).
+        fresh = agent.attempt <= 1 and not agent.step_count
+        state = _State.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
         try:

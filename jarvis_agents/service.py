@@ -160,6 +160,8 @@ class AgentService:
                 stop_reason=cancelled.stop_reason, completed_at=cancelled.completed_at,
                 now=cancelled.updated_at,
             ):
+                # As it ended: a step write the cancel waited for has added to its count.
+                cancelled = self.repository.get(agent_id) or cancelled
                 break
             # Lost a race (it started, or ended): look again.
         self.events.publish_cancel(agent_id)

@@ -242,13 +242,28 @@ def test_race_between_completion_and_cancellation(pg_url: str) -> None:
 
 def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
     """A cancel that comes while a step write is in flight waits on the row lock the
-    write holds, then wins; the cancelled agent counts the iteration that write made."""
+    write holds, then wins; the cancelled agent, as answered and as published, counts
+    the iteration that write made."""
+    from jarvis_agents.config import Settings
+    from jarvis_agents.events import MemoryEventBus
+    from jarvis_agents.service import AgentService
     from jarvis_agents.store.postgres import _APPEND_STEPS
 
+    class NoQueue:
+        def revoke(self, task_ids: object) -> None:
+            pass
+
+        def notify(self, agent_id: object) -> None:
+            pass
+
     repository = Repository(make_engine(pg_url, pool_size=4))
+    events = MemoryEventBus()
+    service = AgentService(repository=repository, settings=Settings.from_env({}),
+                           dispatcher=NoQueue(), events=events, tool_names=["calculate"])  # type: ignore[arg-type]
     user, _ = repository.create_user("locker")
     agent = running(repository, user.id)
     now = utcnow()
+    answered: list[Agent] = []
     try:
         with repository.engine.connect() as writer:
             tx = writer.begin()
@@ -258,24 +273,70 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
                 "tool": [None], "content": ["x"], "created_at": [now], "duration_ms": [None],
             })
             assert cursor.fetchone() == (1,)
-            done = threading.Event()
-
-            def cancel() -> None:
-                repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
-                                      stop_reason=StopReason.CANCELLED)
-                done.set()
-
-            t = threading.Thread(target=cancel)
+            t = threading.Thread(target=lambda: answered.append(service.cancel(user.id, agent.id)))
             t.start()
             time.sleep(0.3)
-            assert not done.is_set()  # blocked behind the step write's row lock
+            assert not answered  # blocked behind the step write's row lock
             tx.commit()
             t.join(5)
-        assert done.is_set()
+        (cancelled,) = answered
+        assert cancelled.status is AgentStatus.CANCELLED and cancelled.step_count == 1
+        published = [m.data for m in events.messages if m.kind == "status"]
+        assert published and all(d["step_count"] == 1 for d in published)
         stored = repository.get(agent.id)
         assert stored is not None and stored.status is AgentStatus.CANCELLED
         assert stored.step_count == 1
         assert [s.content for s in repository.steps_after(agent.id)] == ["x"]
+    finally:
+        repository.engine.dispose()
+
+
+def test_a_take_over_that_waited_for_a_step_write_resumes_after_it(
+    pg_url: str, tmp_path  # type: ignore[no-untyped-def]
+) -> None:
+    """A take-over blocked behind attempt 1's first step write counts the steps as they
+    were when it began (none); the new attempt still resumes after that write."""
+    from jarvis_agents.config import Settings
+    from jarvis_agents.events import MemoryEventBus
+    from jarvis_agents.executor import Executor, Limits
+    from jarvis_agents.llm.scripted import ScriptedChatModel
+    from jarvis_agents.store.postgres import _APPEND_STEPS
+    from jarvis_agents.tools.registry import ToolRegistry
+
+    repository = Repository(make_engine(pg_url, pool_size=4))
+    user, _ = repository.create_user("slow-writer")
+    agent = running(repository, user.id)
+    now = utcnow()
+    taken: dict[str, Agent | None] = {}
+    try:
+        with repository.engine.connect() as writer:
+            tx = writer.begin()
+            cursor = writer.connection.dbapi_connection.cursor()  # attempt 1's first write
+            cursor.execute(_APPEND_STEPS, {
+                "id": agent.id, "attempt": 1, "seq": [1, 2, 3], "step": [0, 0, 0],
+                "type": ["THINK", "ACT", "OBSERVE"], "tool": [None, "calculate", "calculate"],
+                "content": ["t", "1 + 1", "2"], "created_at": [now] * 3, "duration_ms": [None] * 3,
+            })
+            assert cursor.fetchone() == (1,)
+            t = threading.Thread(target=lambda: taken.update(agent=repository.take_over(
+                agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))))
+            t.start()
+            time.sleep(0.3)
+            assert t.is_alive()  # blocked behind the write's row lock
+            tx.commit()
+            t.join(5)
+        resumed = taken["agent"]
+        assert resumed is not None and resumed.attempt == 2
+        tools = ToolRegistry.default(Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}))
+        executor = Executor(
+            store=repository, model=ScriptedChatModel(["THOUGHT: done\nFINAL_ANSWER: 2"]),
+            tools=tools, events=MemoryEventBus(), limits=Limits(step_timeout_s=5, total_timeout_s=30))
+        done = executor.run(resumed)
+        tools.close()
+        assert done is not None and done.status is AgentStatus.COMPLETED and done.step_count == 2
+        assert [(s.seq, s.step, s.type) for s in repository.steps_after(agent.id)] == [
+            (1, 0, StepType.THINK), (2, 0, StepType.ACT), (3, 0, StepType.OBSERVE),
+            (4, 1, StepType.THINK), (5, 1, StepType.FINAL)]
     finally:
         repository.engine.dispose()
 
