@@ -277,9 +277,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
     finally:
         raw.close()
         chat.close()
-    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
-    for tag, turn, arrived, finished in model.calls(clear=True):
-        turns[tag][turn] = (arrived, finished)
+    turns = _turns(model.calls(clear=True))
     samples = [
         turns[tag][k][0] - turns[tag][k - 1][1]
         for tag in tags
@@ -332,6 +330,14 @@ def _throughput(
     }
 
 
+def _turns(calls: list[tuple]) -> dict[str, dict[int, tuple[float, float]]]:
+    """The model server's clocks, by agent tag and turn: (arrived, reply finished)."""
+    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for tag, turn, arrived, finished in calls:
+        turns[tag][turn] = (arrived, finished)
+    return turns
+
+
 def step_overheads(
     rows: list[AgentRow],
     steps: list[StepRow],
@@ -348,9 +354,7 @@ def step_overheads(
     arrives (the one write of THINK+ACT+OBSERVE, publish, the cancellation check,
     prompt, request) or, for the final iteration, rows built → COMPLETED published.
     """
-    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
-    for tag, turn, arrived, finished in calls:
-        turns[tag][turn] = (arrived, finished)
+    turns = _turns(calls)
     written: dict[tuple[uuid.UUID, int, str], StepRow] = {
         (s.agent_id, s.step, s.type): s for s in steps
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -240,6 +242,27 @@ def test_race_between_completion_and_cancellation(pg_url: str) -> None:
         repository.engine.dispose()
 
 
+@contextmanager
+def step_write_in_flight(repository: Repository, agent: Agent, kinds: list[StepType]) -> Iterator[None]:
+    """Attempt 1's step write, with the worker's own statement, left uncommitted until
+    the block ends: what a cancel or a take-over meets mid-write."""
+    from jarvis_agents.store.postgres import _APPEND_STEPS
+
+    n, now = len(kinds), utcnow()
+    with repository.engine.connect() as writer:
+        tx = writer.begin()
+        cursor = writer.connection.dbapi_connection.cursor()
+        cursor.execute(_APPEND_STEPS, {
+            "id": agent.id, "attempt": 1, "seq": list(range(1, n + 1)), "step": [0] * n,
+            "type": [k.value for k in kinds],
+            "tool": [None if k is StepType.THINK else "calculate" for k in kinds],
+            "content": ["x"] * n, "created_at": [now] * n, "duration_ms": [None] * n,
+        })
+        assert cursor.fetchone() == (1,)
+        yield
+        tx.commit()
+
+
 def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
     """A cancel that comes while a step write is in flight waits on the row lock the
     write holds, then wins; the cancelled agent, as answered and as published, counts
@@ -247,7 +270,6 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
     from jarvis_agents.config import Settings
     from jarvis_agents.events import MemoryEventBus
     from jarvis_agents.service import AgentService
-    from jarvis_agents.store.postgres import _APPEND_STEPS
 
     class NoQueue:
         def revoke(self, task_ids: object) -> None:
@@ -262,23 +284,14 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
                            dispatcher=NoQueue(), events=events, tool_names=["calculate"])  # type: ignore[arg-type]
     user, _ = repository.create_user("locker")
     agent = running(repository, user.id)
-    now = utcnow()
     answered: list[Agent] = []
     try:
-        with repository.engine.connect() as writer:
-            tx = writer.begin()
-            cursor = writer.connection.dbapi_connection.cursor()  # the worker's statement
-            cursor.execute(_APPEND_STEPS, {
-                "id": agent.id, "attempt": 1, "seq": [1], "step": [0], "type": ["THINK"],
-                "tool": [None], "content": ["x"], "created_at": [now], "duration_ms": [None],
-            })
-            assert cursor.fetchone() == (1,)
+        with step_write_in_flight(repository, agent, [StepType.THINK]):
             t = threading.Thread(target=lambda: answered.append(service.cancel(user.id, agent.id)))
             t.start()
             time.sleep(0.3)
             assert not answered  # blocked behind the step write's row lock
-            tx.commit()
-            t.join(5)
+        t.join(5)
         (cancelled,) = answered
         assert cancelled.status is AgentStatus.CANCELLED and cancelled.step_count == 1
         published = [m.data for m in events.messages if m.kind == "status"]
@@ -300,31 +313,22 @@ def test_a_take_over_that_waited_for_a_step_write_resumes_after_it(
     from jarvis_agents.events import MemoryEventBus
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.scripted import ScriptedChatModel
-    from jarvis_agents.store.postgres import _APPEND_STEPS
     from jarvis_agents.tools.registry import ToolRegistry
 
     repository = Repository(make_engine(pg_url, pool_size=4))
     user, _ = repository.create_user("slow-writer")
     agent = running(repository, user.id)
-    now = utcnow()
     taken: dict[str, Agent | None] = {}
     try:
-        with repository.engine.connect() as writer:
-            tx = writer.begin()
-            cursor = writer.connection.dbapi_connection.cursor()  # attempt 1's first write
-            cursor.execute(_APPEND_STEPS, {
-                "id": agent.id, "attempt": 1, "seq": [1, 2, 3], "step": [0, 0, 0],
-                "type": ["THINK", "ACT", "OBSERVE"], "tool": [None, "calculate", "calculate"],
-                "content": ["t", "1 + 1", "2"], "created_at": [now] * 3, "duration_ms": [None] * 3,
-            })
-            assert cursor.fetchone() == (1,)
+        with step_write_in_flight(
+            repository, agent, [StepType.THINK, StepType.ACT, StepType.OBSERVE]
+        ):
             t = threading.Thread(target=lambda: taken.update(agent=repository.take_over(
                 agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))))
             t.start()
             time.sleep(0.3)
             assert t.is_alive()  # blocked behind the write's row lock
-            tx.commit()
-            t.join(5)
+        t.join(5)
         resumed = taken["agent"]
         assert resumed is not None and resumed.attempt == 2
         tools = ToolRegistry.default(Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}))
@@ -624,7 +628,7 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                 now = utcnow()
                 for sql, params in (
                     (_APPEND_STEPS, {
-                        "id": agent.id, "attempt": 1, "step_count": 1, "now": now,
+                        "id": agent.id, "attempt": 1,
                         "seq": [1], "step": [1], "type": ["THINK"], "tool": [None],
                         "content": ["x"], "created_at": [now], "duration_ms": [None],
                     }),
