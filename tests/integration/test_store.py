@@ -604,6 +604,50 @@ def test_a_read_whose_connection_was_just_dropped_runs_again(
         repository.engine.dispose()
 
 
+def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The step write runs prepared; a server without the statement (as behind a pooler
+    in transaction mode) loses no write, and plain SQL is sent from then on."""
+    repository = Repository(make_engine(pg_url, pool_size=1))  # one connection throughout
+
+    def prepared_here() -> list[str]:
+        raw = repository.engine.raw_connection()
+        try:
+            with raw.cursor() as cursor:
+                cursor.execute("SELECT name FROM pg_prepared_statements")
+                names = [name for (name,) in cursor.fetchall()]
+            raw.rollback()
+            return names
+        finally:
+            raw.close()
+
+    try:
+        user, _ = repository.create_user("prepared")
+        agent = running(repository, user.id)
+        repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
+        repository.append_steps(agent.id, 1, [Step(2, 0, StepType.ACT, "1 + 1", tool="calculate")],
+                                step_count=1)
+        assert prepared_here() == ["jarvis_append_steps"]
+        raw = repository.engine.raw_connection()
+        try:
+            with raw.cursor() as cursor:
+                cursor.execute("DEALLOCATE ALL")
+            raw.commit()
+        finally:
+            raw.close()
+        repository.append_steps(agent.id, 1, [Step(3, 0, StepType.OBSERVE, "2", tool="calculate",
+                                                   duration_ms=0)], step_count=1)
+        assert "transaction mode" in caplog.text
+        repository.append_steps(agent.id, 1, [Step(4, 1, StepType.THINK, "b")], step_count=2)
+        assert prepared_here() == []
+        assert [s.content for s in repository.steps_after(agent.id)] == ["a", "1 + 1", "2", "b"]
+        with pytest.raises(StaleAttempt):  # the plain statement still guards
+            repository.append_steps(agent.id, 2, [Step(5, 1, StepType.ACT, "x")], step_count=2)
+    finally:
+        repository.engine.dispose()
+
+
 def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
     """A young table has no statistics; the step write must not walk the status index.
 
