@@ -53,15 +53,26 @@ def _create_client(
     barrier: Any,
     out: Any,
     index: int,
+    interval_s: float | None,
+    offset_s: float,
 ) -> None:
     conn = _connection(base_url)
     for body in warmup:
         _post(conn, path, body, headers)
     replies: list[tuple[float, float, int, bytes]] = []
     barrier.wait()
-    for body in bodies:
-        sent_at = time.time()
+    start, start_wall = time.perf_counter() + offset_s, time.time() + offset_s
+    for i, body in enumerate(bodies):
         began = time.perf_counter()
+        if interval_s is not None:
+            # Paced: request i is due at start + i × interval, and its latency counts
+            # from then, so a reply that made the next request late is not hidden
+            # (no coordinated omission).
+            due = start + i * interval_s
+            if due > began:
+                time.sleep(due - began)
+            began = due
+        sent_at = start_wall + (began - start)
         status, raw = _post(conn, path, body, headers)
         replies.append((sent_at, time.perf_counter() - began, status, raw))
     conn.close()
@@ -75,13 +86,18 @@ def post_concurrently(
     headers: list[dict[str, str]],
     bodies: list[list[bytes]],
     warmup: list[list[bytes]] | None = None,
+    rate_per_s: float | None = None,
     timeout_s: float = 600,
 ) -> list[Reply]:
     """POST each client's bodies in order, one process per client, all starting together.
 
+    Back to back (each client sends as soon as its last reply came), or with
+    `rate_per_s` at that offered rate in all: each client on a fixed schedule, the
+    clients' schedules staggered evenly, latency counted from when a request was due.
     Returns every reply, in no particular order; raises if a client process fails.
     """
     clients = len(bodies)
+    interval_s = clients / rate_per_s if rate_per_s else None
     barrier = SPAWN.Barrier(clients + 1)
     out = SPAWN.Queue()
     processes = [
@@ -96,6 +112,8 @@ def post_concurrently(
                 barrier,
                 out,
                 i,
+                interval_s,
+                i * interval_s / clients if interval_s else 0.0,
             ),
             daemon=True,
         )

@@ -41,10 +41,10 @@ def goal(tag: str) -> str:
 
 def create_agents(
     stack: Stack, users: list[User], tags: list[str], *, warmup_per_client: int = 0,
-    base_url: str | None = None,
+    base_url: str | None = None, rate_per_s: float | None = None,
 ) -> list[Reply]:
     """Create one agent per tag, the tags dealt round-robin to one client process per user
-    (at `base_url`, the API's unless given)."""
+    (at `base_url`, the API's unless given); back to back, or paced at `rate_per_s` in all."""
     clients = len(users)
     bodies = [
         [json.dumps({"goal": goal(t)}).encode() for t in tags[i::clients]] for i in range(clients)
@@ -62,6 +62,7 @@ def create_agents(
         headers=[u.headers for u in users],
         bodies=bodies,
         warmup=warmup,
+        rate_per_s=rate_per_s,
     )
 
 

@@ -4,9 +4,13 @@ Three phases per run:
 
 A. create latency, API alone: 8 client processes each POST `creates_per_client`
    agents back to back (after a few warm-up creates) while no worker runs, so the
-   number is the API's alone; the agents are then cancelled in SQL. In turn with
-   each run, the same clients against the create floor (`bench.create_floor`: a
-   minimal Flask view, one INSERT and one `send_task`, on the same server).
+   number is the API's alone; the agents are then cancelled in SQL. Then the same
+   clients paced, `create_rate_per_s` in all on fixed schedules (latency counted from
+   when a request was due): back to back, 8 clients waiting for their answers make
+   p50 ≈ 8 ÷ throughput, the server's capacity; paced, the latency of a create at a
+   steady load well inside it. In turn with each, the same clients against the create
+   floor (`bench.create_floor`: a minimal Flask view, one INSERT and one `send_task`,
+   on the same server).
 B. create → first streamed event, one agent at a time: `POST /api/v1/agents/stream`
    and the time to its first `think` event. These agents also give the per-step
    overhead of an unloaded system; then the step floor (`step_floor`): a loop in
@@ -67,6 +71,8 @@ class OverheadSizes:
     tool_calls: int = 3
     creates_per_client: int = 200
     create_warmup: int = 5
+    create_rate_per_s: float = 200.0  # the paced creates, all clients together
+    paced_creates_per_client: int = 100
     first_event_samples: int = 30
     step_floor_agents: int = 30
     workers: tuple[int, ...] = field(default_factory=default_workers)  # throughput phase
@@ -74,7 +80,8 @@ class OverheadSizes:
 
 
 QUICK = OverheadSizes(
-    agents=16, creates_per_client=5, create_warmup=1, first_event_samples=3,
+    agents=16, creates_per_client=5, create_warmup=1, paced_creates_per_client=5,
+    first_event_samples=3,
     step_floor_agents=3, timeout_s=60.0,
 )
 
@@ -91,13 +98,19 @@ def run(
     """All phases, `runs` times; `after_run(r)` follows throughput run r (the peer's turn)."""
     model = stack.start_model(latency_s=0.0, tool_calls=sizes.tool_calls)
     results: dict[str, Any] = {
-        "create": [], "create_floor": [], "first_event": [], "step_floor": [], "throughput": []
+        "create": [], "create_floor": [], "create_paced": [], "create_floor_paced": [],
+        "first_event": [], "step_floor": [], "throughput": [],
     }
     floor, floor_url = stack.start_create_floor()
     try:
         for r in range(runs):  # ours and the floor in turn, so that both see the same machine
-            for key, url in (("create", None), ("create_floor", floor_url)):
-                results[key].append(_create_latency(stack, users, sizes, r, base_url=url))
+            for key, url, paced in (
+                ("create", None, False), ("create_floor", floor_url, False),
+                ("create_paced", None, True), ("create_floor_paced", floor_url, True),
+            ):
+                results[key].append(
+                    _create_latency(stack, users, sizes, r, base_url=url, paced=paced)
+                )
                 log(
                     f"  scenario 1, run {r + 1}: {key.replace('_', ' ')} p50 "
                     f"{results[key][-1]['p50_ms']:.2f} ms, p99 {results[key][-1]['p99_ms']:.2f} ms"
@@ -148,12 +161,17 @@ def _scale(stack: Stack, model: ModelServer, workers: list[Process], n: int) -> 
 
 
 def _create_latency(
-    stack: Stack, users: list[User], sizes: OverheadSizes, r: int, *, base_url: str | None = None
+    stack: Stack, users: list[User], sizes: OverheadSizes, r: int, *,
+    base_url: str | None = None, paced: bool = False,
 ) -> dict:
-    """Creates from one client process per user; at `base_url` (the floor) when given."""
-    tags = [f"c{r}-{i}" for i in range(sizes.creates_per_client * len(users))]
+    """Creates from one client process per user, back to back or `paced`; at `base_url`
+    (the floor) when given."""
+    per_client = sizes.paced_creates_per_client if paced else sizes.creates_per_client
+    tags = [f"c{r}{'p' if paced else ''}-{i}" for i in range(per_client * len(users))]
+    rate = sizes.create_rate_per_s if paced else None
     replies = driver.create_agents(
-        stack, users, tags, warmup_per_client=sizes.create_warmup, base_url=base_url
+        stack, users, tags, warmup_per_client=sizes.create_warmup, base_url=base_url,
+        rate_per_s=rate,
     )
     elapsed = max(reply.sent_at + reply.latency_s for reply in replies) - min(
         reply.sent_at for reply in replies

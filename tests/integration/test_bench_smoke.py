@@ -91,6 +91,12 @@ def test_quick_bench_runs_every_scenario_to_completion(
     # The floors: the same clients against a minimal Flask view, and a bare ReACT loop.
     (create_floor,) = overhead["create_floor"]
     assert create_floor["errors"] == 0 and create_floor["n"] == create["n"]
+    # The same clients paced, against ours and the floor.
+    (paced,) = overhead["create_paced"]
+    (paced_floor,) = overhead["create_floor_paced"]
+    assert paced["errors"] == 0 == paced_floor["errors"]
+    clients = create["n"] // overhead["sizes"]["creates_per_client"]
+    assert paced["n"] == paced_floor["n"] == clients * overhead["sizes"]["paced_creates_per_client"]
     (step_floor,) = overhead["step_floor"]
     sizes = overhead["sizes"]  # every middle iteration of every floor agent clocked
     assert step_floor["n"] == sizes["step_floor_agents"] * sizes["tool_calls"]
@@ -118,6 +124,8 @@ def test_quick_bench_runs_every_scenario_to_completion(
         first["p50_ms"],
         create["p99_ms"],
         create_floor["p99_ms"],
+        paced["p99_ms"],
+        paced_floor["p99_ms"],
         step_floor["p50_ms"],
         io["makespan_s"],
         fanout["spread"][0]["p99_ms"],
