@@ -10,6 +10,7 @@ below). The same worker class runs in production through `api.gunicorn_conf`.
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import logging
 import socket
@@ -48,7 +49,7 @@ def options(bind: str) -> dict[str, Any]:
         "accesslog": None,
         "errorlog": "-",
         "loglevel": "warning",
-        "post_worker_init": announce,
+        "post_worker_init": ready,
         "worker_exit": close_app,
         # gunicorn ≥ 25.1 opens a control socket at one fixed path per user, which
         # several API processes on one machine would fight over.
@@ -129,6 +130,15 @@ class JarvisWorker(GeventWorker):
 
         # Open streams would hold the graceful shutdown for its whole timeout.
         gevent.spawn(_end_streams, self)
+
+
+def ready(worker: Any) -> None:
+    """gunicorn hook: the app is loaded and the socket bound."""
+    # What exists now (modules, the app, its pools) lives as long as the process. Out
+    # of the collector's sight, a full collection no longer walks its ~140,000 objects:
+    # that took 75 ms, every request in flight waiting (paced creates: p99 57 ms, not 7).
+    gc.freeze()
+    announce(worker)
 
 
 def announce(worker: Any) -> None:

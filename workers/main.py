@@ -12,6 +12,7 @@ SIGTERM/SIGINT through for a warm shutdown.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import subprocess
@@ -64,7 +65,7 @@ FATAL = 3  # the child found a problem a restart cannot fix (configuration)
 
 def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
     """The supervised process: the Celery worker with its runner attached."""
-    from celery.signals import worker_shutting_down
+    from celery.signals import worker_ready, worker_shutting_down
     from prometheus_client import start_http_server
 
     from jarvis_agents.components import build_worker
@@ -87,6 +88,13 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     components = build_worker(settings, CeleryDispatcher(app))
     app.jarvis = components  # the tasks reach the runner through their app
     components.runner.start_background(redis_client=components.redis)
+
+    @worker_ready.connect
+    def on_ready(**_: object) -> None:
+        # The process's long-lived objects exist by now (modules, Celery's consumer, the
+        # runner, the pools): out of the collector's sight, a full collection no longer
+        # walks them all and stalls every agent in the process (as in the API: 75 ms).
+        gc.freeze()
 
     @worker_shutting_down.connect
     def on_shutdown(**_: object) -> None:
