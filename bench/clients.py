@@ -76,6 +76,9 @@ def _create_client(
         status, raw = _post(conn, path, body, headers)
         replies.append((sent_at, time.perf_counter() - began, status, raw))
     conn.close()
+    # Idle until every client is done: one that exited now (an interpreter's teardown
+    # takes a core for ~10-20 ms here) would delay the others' last requests.
+    barrier.wait()
     out.put((index, replies))
 
 
@@ -123,6 +126,7 @@ def post_concurrently(
         process.start()
     try:
         barrier.wait(timeout=120)  # every client is connected and warmed up
+        barrier.wait(timeout=timeout_s)  # every client has its replies
         results: list[Reply] = []
         for _ in range(clients):
             _, replies = out.get(timeout=timeout_s)
