@@ -152,6 +152,9 @@ def announce(worker: Any) -> None:
 
 def close_app(server: Any, worker: Any) -> None:
     """gunicorn hook: the worker is exiting."""
+    # Back in the collector's sight, or the interpreter's teardown finds them only once
+    # modules are half gone: logging's weakref callbacks then print tracebacks.
+    gc.unfreeze()
     context = _context(worker)
     if context is not None:
         context.close()

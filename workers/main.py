@@ -110,6 +110,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
         ])
     finally:
         components.close()
+        gc.unfreeze()  # for the interpreter's teardown, as in the API (api.server.close_app)
 
 
 if __name__ == "__main__":
