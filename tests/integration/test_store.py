@@ -654,7 +654,7 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
     With `status = 'RUNNING'` in its guard the planner priced ix_agents_status_heartbeat
     like the primary key and took it: every write scanned every RUNNING entry.
     """
-    from jarvis_agents.store.postgres import _APPEND_STEPS, _CLAIM
+    from jarvis_agents.store.postgres import _APPEND_NAME, _APPEND_STEPS, _CLAIM, _PREPARE
     from tests.conftest import new_pg_database
 
     with new_pg_database() as url:
@@ -682,6 +682,15 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                     plan = "\n".join(row[0] for row in cursor.fetchall())
                     assert "Index Scan using pk_agents" in plan, plan
                     assert "ix_agents_status_heartbeat" not in plan, plan
+                # The prepared step write, on the plan PostgreSQL may cache for every call.
+                cursor.execute(_PREPARE[_APPEND_NAME])
+                cursor.execute("SET plan_cache_mode = force_generic_plan")
+                cursor.execute(
+                    f"EXPLAIN EXECUTE {_APPEND_NAME} (%s, 1, '{{1}}', '{{1}}', '{{THINK}}', "
+                    "'{NULL}', '{x}', ARRAY[now()], '{NULL}')", (agent.id,))
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+                assert "Index Scan using pk_agents" in plan, plan
+                assert "ix_agents_status_heartbeat" not in plan, plan
             finally:
                 raw.rollback()
                 raw.close()
