@@ -11,6 +11,7 @@ SQLAlchemy's (IntegrityError, OperationalError, …), like everywhere else.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -80,10 +81,12 @@ _APPEND_STEPS = _GUARDED_STEPS.format(guard=(
 # The step write is what every iteration runs, so each connection prepares it once:
 # PostgreSQL then skips parsing, rewriting and planning it on every call (0.08-0.16
 # ms of a 0.45-0.6 ms write, measured in turn on one machine). The arguments carry
-# their casts: an array of only NULLs is text[] until cast. A server that answers
-# that it has no such statement (a pooler in transaction mode hands each statement
-# to any of its backends) gets the plain text from then on; see `_append_prepared`.
-_APPEND_NAME = "jarvis_append_steps"
+# their casts: psycopg2 sends a list of only None as an untyped '{NULL}'. The name
+# carries a hash of the text, so that a backend still holding another version's
+# statement (a pooler's, kept across clients) is never asked to run it. A server that
+# answers that it has no such statement (a pooler in transaction mode hands each
+# statement to any of its backends) gets the plain text from then on; see
+# `_append_prepared`.
 _APPEND_PARAMS = {
     "id": "uuid", "attempt": "int", "seq": "int[]", "step": "int[]", "type": "text[]",
     "tool": "text[]", "content": "text[]", "created_at": "timestamptz[]", "duration_ms": "int[]",
@@ -96,10 +99,9 @@ def _positional(sql: str) -> str:
     return sql
 
 
-_PREPARE = {
-    _APPEND_NAME:
-        f"PREPARE {_APPEND_NAME} ({', '.join(_APPEND_PARAMS.values())}) AS {_positional(_APPEND_STEPS)}",
-}
+_APPEND_BODY = f"({', '.join(_APPEND_PARAMS.values())}) AS {_positional(_APPEND_STEPS)}"
+_APPEND_NAME = "jarvis_append_steps_" + hashlib.sha256(_APPEND_BODY.encode()).hexdigest()[:12]
+_PREPARE = {_APPEND_NAME: f"PREPARE {_APPEND_NAME} {_APPEND_BODY}"}
 _EXECUTE_APPEND = f"EXECUTE {_APPEND_NAME} (" + ", ".join(
     f"%({name})s::{kind}" for name, kind in _APPEND_PARAMS.items()
 ) + ")"

@@ -628,7 +628,8 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
         repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
         repository.append_steps(agent.id, 1, [Step(2, 0, StepType.ACT, "1 + 1", tool="calculate")],
                                 step_count=1)
-        assert prepared_here() == ["jarvis_append_steps"]
+        (name,) = prepared_here()  # named after its text: another version's is another
+        assert name.startswith("jarvis_append_steps_")
         raw = repository.engine.raw_connection()
         try:
             with raw.cursor() as cursor:
