@@ -13,6 +13,8 @@ from __future__ import annotations
 import http.client
 import json
 import multiprocessing
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +25,11 @@ SPAWN = multiprocessing.get_context("spawn")
 
 @dataclass(frozen=True)
 class Reply:
-    sent_at: float  # wall clock (time.time) when the request was sent
+    sent_at: float  # wall clock (time.time) when the request was sent (paced: was due)
     latency_s: float
     status: int
     body: dict[str, Any]
+    late_s: float = 0.0  # paced: how late the client itself sent it (its own delay)
 
 
 def _connection(base_url: str) -> http.client.HTTPConnection:
@@ -50,36 +53,44 @@ def _create_client(
     headers: dict[str, str],
     bodies: list[bytes],
     warmup: list[bytes],
-    barrier: Any,
+    barriers: tuple[Any, Any],
     out: Any,
     index: int,
     interval_s: float | None,
     offset_s: float,
 ) -> None:
-    conn = _connection(base_url)
-    for body in warmup:
-        _post(conn, path, body, headers)
-    replies: list[tuple[float, float, int, bytes]] = []
-    barrier.wait()
-    start, start_wall = time.perf_counter() + offset_s, time.time() + offset_s
-    for i, body in enumerate(bodies):
-        began = time.perf_counter()
-        if interval_s is not None:
-            # Paced: request i is due at start + i × interval, and its latency counts
-            # from then, so a reply that made the next request late is not hidden
-            # (no coordinated omission).
-            due = start + i * interval_s
-            if due > began:
-                time.sleep(due - began)
-            began = due
-        sent_at = start_wall + (began - start)
-        status, raw = _post(conn, path, body, headers)
-        replies.append((sent_at, time.perf_counter() - began, status, raw))
-    conn.close()
-    # Idle until every client is done: one that exited now (an interpreter's teardown
-    # takes a core for ~10-20 ms here) would delay the others' last requests.
-    barrier.wait()
-    out.put((index, replies))
+    start_together, done_together = barriers
+    try:
+        conn = _connection(base_url)
+        for body in warmup:
+            _post(conn, path, body, headers)
+        replies: list[tuple[float, float, int, bytes, float]] = []
+        start_together.wait()
+        start, start_wall = time.perf_counter() + offset_s, time.time() + offset_s
+        for i, body in enumerate(bodies):
+            began = time.perf_counter()
+            late = 0.0
+            if interval_s is not None:
+                # Paced: request i is due at start + i × interval, and its latency counts
+                # from then, so a reply that made the next request late is not hidden
+                # (no coordinated omission).
+                due = start + i * interval_s
+                if due > began:
+                    time.sleep(due - began)
+                late = time.perf_counter() - due
+                began = due
+            sent_at = start_wall + (began - start)
+            status, raw = _post(conn, path, body, headers)
+            replies.append((sent_at, time.perf_counter() - began, status, raw, late))
+        conn.close()
+        # Idle until every client is done: one that exited now (an interpreter's teardown
+        # takes a core for ~10-20 ms here) would delay the others' last requests.
+        done_together.wait()
+        out.put((index, replies, None))
+    except Exception as exc:  # noqa: BLE001 - reported to the harness, which raises it
+        out.put((index, [], f"{type(exc).__name__}: {exc}"))
+        for barrier in barriers:  # nobody waits for this client any longer
+            barrier.abort()
 
 
 def post_concurrently(
@@ -97,11 +108,12 @@ def post_concurrently(
     Back to back (each client sends as soon as its last reply came), or with
     `rate_per_s` at that offered rate in all: each client on a fixed schedule, the
     clients' schedules staggered evenly, latency counted from when a request was due.
-    Returns every reply, in no particular order; raises if a client process fails.
+    Returns every reply, in no particular order; raises, with its reason, as soon as a
+    client fails.
     """
     clients = len(bodies)
     interval_s = clients / rate_per_s if rate_per_s else None
-    barrier = SPAWN.Barrier(clients + 1)
+    barriers = (SPAWN.Barrier(clients + 1), SPAWN.Barrier(clients))
     out = SPAWN.Queue()
     processes = [
         SPAWN.Process(
@@ -112,7 +124,7 @@ def post_concurrently(
                 headers[i],
                 bodies[i],
                 (warmup or [[]] * clients)[i],
-                barrier,
+                barriers,
                 out,
                 i,
                 interval_s,
@@ -125,14 +137,19 @@ def post_concurrently(
     for process in processes:
         process.start()
     try:
-        barrier.wait(timeout=120)  # every client is connected and warmed up
-        barrier.wait(timeout=timeout_s)  # every client has its replies
+        try:
+            barriers[0].wait(timeout=120)  # every client is connected and warmed up
+        except threading.BrokenBarrierError:
+            pass  # a client failed: its reason is on the queue
         results: list[Reply] = []
+        deadline = time.monotonic() + timeout_s
         for _ in range(clients):
-            _, replies = out.get(timeout=timeout_s)
+            index, replies, error = _next_result(out, processes, deadline)
+            if error is not None:
+                raise RuntimeError(f"client process {index} failed: {error}")
             results.extend(
-                Reply(sent_at, latency_s, status, json.loads(raw) if raw else {})
-                for sent_at, latency_s, status, raw in replies
+                Reply(sent_at, latency_s, status, json.loads(raw) if raw else {}, late_s)
+                for sent_at, latency_s, status, raw, late_s in replies
             )
     finally:
         for process in processes:
@@ -140,6 +157,19 @@ def post_concurrently(
             if process.is_alive():
                 process.kill()
     return results
+
+
+def _next_result(out: Any, processes: list[Any], deadline: float) -> tuple[int, list, str | None]:
+    """The next client's report; raises if a client died without one, or at `deadline`."""
+    while True:
+        try:
+            return out.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a client process died (exit code {dead[0]})") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError("the client processes did not finish in time") from None
 
 
 # --- one agent streamed at a time --------------------------------------------------------

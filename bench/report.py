@@ -119,18 +119,20 @@ def _method(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _create_floor_rows(floor: list[dict[str, Any]] | None, cr: list[dict[str, Any]]) -> list[str]:
+def _create_floor_rows(
+    floor: list[dict[str, Any]] | None, cr: list[dict[str, Any]], how: str
+) -> list[str]:
     if not floor:
         return []
     return [
         (
-            "| create floor p50 / p90 / p99: the same clients against a minimal Flask view "
-            "(`bench/create_floor.py`: one INSERT, one `send_task`, same server, nothing else) | "
-            f"{cell(floor, 'p50_ms', 2)} / {cell(floor, 'p90_ms', 2)} / {cell(floor, 'p99_ms', 2)}"
-            f" ms ({cell(floor, 'creates_per_s', 0)}/s) |"
+            f"| create floor p50 / p90 / p99, {how}: the same clients against a minimal Flask "
+            "view (`bench/create_floor.py`: one INSERT, one `send_task`, same server, nothing "
+            f"else) | {cell(floor, 'p50_ms', 2)} / {cell(floor, 'p90_ms', 2)} / "
+            f"{cell(floor, 'p99_ms', 2)} ms ({cell(floor, 'creates_per_s', 0)}/s) |"
         ),
         (
-            "| create ÷ floor, p50 / p99 | "
+            f"| create ÷ floor, {how}, p50 / p99 | "
             f"{num(med(cr, 'p50_ms') / med(floor, 'p50_ms'), 2)}× / "
             f"{num(med(cr, 'p99_ms') / med(floor, 'p99_ms'), 2)}× |"
         ),
@@ -148,7 +150,11 @@ def _paced_create_rows(o: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
             f"creates each, on fixed schedules, from when each was due) | "
             f"{cell(paced, 'p50_ms', 2)} / {cell(paced, 'p90_ms', 2)} / {cell(paced, 'p99_ms', 2)} ms |"
         ),
-        *_create_floor_rows(o.get("create_floor_paced"), paced),
+        (
+            "| … of which the clients' own delay in sending, p99 (they share the cores) | "
+            f"{cell(paced, 'send_late_p99_ms', 2)} ms |"
+        ),
+        *_create_floor_rows(o.get("create_floor_paced"), paced, "paced"),
     ]
 
 
@@ -182,7 +188,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "it scales horizontally)."
         ),
         "",
-        (
+        *([] if not o.get("create_paced") else [(
             "**Create latency**, two ways, from the same 8 client processes. *Back to back*: "
             "each client sends its next create as soon as its last answer came, so the clients "
             "keep the server saturated and p50 ≈ 8 ÷ creates/s: a measure of capacity. *Paced*: "
@@ -190,8 +196,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "others', and a create's latency counts from when it was due (a slow answer that "
             "made the next create late is charged to it): the latency a client sees at a "
             "steady load well inside that capacity."
-        ),
-        "",
+        ), ""]),
         (
             "**Per-step overhead**, measured from outside: the model server clocks each chat "
             "request's arrival (its first line read off the socket, before the server parses "
@@ -232,7 +237,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"{cell(cr, 'p90_ms', 2)} / {cell(cr, 'p99_ms', 2)} ms |"
         ),
         f"| creates/s in that phase | {cell(cr, 'creates_per_s', 0)} |",
-        *_create_floor_rows(o.get("create_floor"), cr),
+        *_create_floor_rows(o.get("create_floor"), cr, "back to back"),
         *_paced_create_rows(o, sizes),
         (
             f"| create → first `think` event, p50 / p99 ({sizes['first_event_samples']} "
