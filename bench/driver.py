@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench.clients import Reply, post_concurrently
+from bench.clients import SPAWN, Reply, post_concurrently
 from bench.stack import Stack
 from jarvis_agents.lifecycle import TERMINAL
 
@@ -131,6 +131,7 @@ class StepRow:
     type: str
     duration_ms: int | None
     created_at: datetime  # set by the worker just before it writes the row
+    seq: int = 0
 
 
 def step_rows(stack: Stack, ids: list[uuid.UUID]) -> list[StepRow]:
@@ -140,7 +141,7 @@ def step_rows(stack: Stack, ids: list[uuid.UUID]) -> list[StepRow]:
             StepRow(*r)
             for r in conn.execute(
                 text(
-                    "SELECT agent_id, step, type, duration_ms, created_at FROM agent_steps "
+                    "SELECT agent_id, step, type, duration_ms, created_at, seq FROM agent_steps "
                     "WHERE agent_id = ANY(CAST(:ids AS uuid[]))"
                 ),
                 {"ids": [str(i) for i in ids]},
@@ -164,6 +165,57 @@ def cancel_pending(stack: Stack) -> int:
     for key in stack.redis.scan_iter(match="jarvis-agents*"):
         stack.redis.delete(key)
     return int(count)
+
+
+class StepListener:
+    """Times every step event published on Redis, from a process of its own: a thread
+    in the harness would wait for the GIL behind whatever the harness runs meanwhile
+    (the step floor's loop, for one). `close()` returns (agent_id, seq) → wall clock.
+
+    Ours come as `{"kind": "step", "data": …}`; the step floor's as the bare data.
+    """
+
+    def __init__(self, redis_url: str) -> None:
+        ready, self._stop, self._out = SPAWN.Event(), SPAWN.Event(), SPAWN.Queue()
+        self._process = SPAWN.Process(
+            target=_listen_for_steps, args=(redis_url, ready, self._stop, self._out), daemon=True
+        )
+        self._process.start()
+        if not ready.wait(timeout=30):
+            self._process.kill()
+            raise RuntimeError("the step listener did not subscribe within 30 s")
+
+    def close(self) -> dict[tuple[str, int], float]:
+        self._stop.set()
+        try:
+            return self._out.get(timeout=30)
+        finally:
+            self._process.join(timeout=5)
+
+
+def _listen_for_steps(redis_url: str, ready: Any, stop: Any, out: Any) -> None:
+    import redis
+
+    pubsub = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    pubsub.psubscribe("jarvis:agent:*")
+    pubsub.get_message(timeout=1.0)  # the subscription's confirmation
+    ready.set()
+    times: dict[tuple[str, int], float] = {}
+    while not stop.is_set():
+        message = pubsub.get_message(timeout=0.2)
+        if message is None:
+            continue
+        now = time.time()
+        try:
+            body = json.loads(message["data"])
+            if body.get("kind", "step") != "step":
+                continue
+            data = body.get("data", body)
+            times.setdefault((str(data["agent_id"]), int(data["seq"])), now)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    pubsub.close()
+    out.put(times)
 
 
 class StatusListener:

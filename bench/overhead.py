@@ -15,7 +15,9 @@ B. create → first streamed event, one agent at a time: `POST /api/v1/agents/st
    and the time to its first `think` event. These agents also give the per-step
    overhead of an unloaded system; then the step floor (`step_floor`): a loop in
    the harness that asks the same model server, persists and publishes, and nothing
-   else, clocked the same way.
+   else, clocked the same way. For both, also the part the target itself names
+   (persist + publish + cancellation check): an iteration's last row built → its
+   event seen by a subscriber in a process of its own (`driver.StepListener`).
 C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    planning calls and 3 `calculate` calls. Agents/s and ReACT steps/s over the
    makespan (first create sent → last `completed_at`), the per-step overhead under
@@ -51,7 +53,7 @@ from typing import Any
 
 from bench import driver
 from bench.clients import stream_one
-from bench.driver import AgentRow, StatusListener, StepRow, User
+from bench.driver import AgentRow, StatusListener, StepListener, StepRow, User
 from bench.processes import Process, machine_busy_s
 from bench.stack import ModelServer, Stack
 from bench.stats import latency_summary, percentile
@@ -124,10 +126,19 @@ def run(
     try:
         for r in range(runs):
             _scale(stack, model, workers, 1)
-            results["first_event"].append(_first_events(stack, model, users[0], listener, sizes, r))
-            results["step_floor"].append(
-                step_floor(stack, model, sizes.step_floor_agents, sizes.tool_calls, r)
-            )
+            steps_seen = StepListener(stack.redis_url)  # one at a time only
+            try:
+                fe = _first_events(stack, model, users[0], listener, sizes, r)
+                floor = step_floor(stack, model, sizes.step_floor_agents, sizes.tool_calls, r)
+                time.sleep(0.1)  # the last events reach the listener
+            finally:
+                seen = steps_seen.close()
+            for result in (fe, floor):  # persist + publish: rows built → their event seen
+                persisted = [seen[agent, seq] - built for agent, seq, built in result.pop("_built")
+                             if (agent, seq) in seen]
+                result.update(_prefixed("persist", latency_summary(persisted)))
+            results["first_event"].append(fe)
+            results["step_floor"].append(floor)
             fe = results["first_event"][-1]
             log(
                 f"  scenario 1, run {r + 1}: per-step overhead p50 {fe['overhead_p50_ms']:.2f} ms "
@@ -217,6 +228,7 @@ def _first_events(
         "completed": sum(1 for row in rows if row.status == "COMPLETED"),
         **_prefixed("overhead", latency_summary(overhead["samples"])),
         **_parts(overhead),
+        "_built": overhead["built"],  # for persist + publish, once the events are in
     }
 
 
@@ -239,6 +251,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
     model server's arrival of request k − the end of its reply k−1 (iterations 1 to
     `tool_calls`). Its waits are ours (the model server, PostgreSQL's commit, Redis),
     so it pays what this machine charges for them, wake-ups of idle cores included.
+    Also `_built`, as `_first_events` gives it, for its persist + publish.
     """
     import http.client
     from urllib.parse import urlsplit
@@ -261,6 +274,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
     chat = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     raw = stack.engine.raw_connection()
     tags = [f"floor{r}-{i}" for i in range(agents)]
+    written: list[tuple[str, int, float]] = []  # (agent, its last seq, its rows built)
     model.calls(clear=True)
     try:
         raw.autocommit = True
@@ -283,6 +297,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
                         for i, (kind, tool, content) in enumerate(_FLOOR_ROWS)
                     ]
                     seq += len(steps)
+                    written.append((str(agent_id), seq, now.timestamp()))
                     cursor.execute(insert, [
                         value for s in steps
                         for value in (str(agent_id), s.seq, s.step, s.type.value, s.tool,
@@ -305,7 +320,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
         for k in range(1, tool_calls + 1)
         if k in turns[tag] and k - 1 in turns[tag]
     ]
-    return latency_summary(samples)
+    return {**latency_summary(samples), "_built": written}
 
 
 def _throughput(
@@ -365,8 +380,12 @@ def step_overheads(
     calls: list[tuple],
     listener: StatusListener,
     tool_calls: int,
-) -> dict[str, list[float]]:
+) -> dict[str, Any]:
     """Per-iteration time outside the model and the tool (see the module docstring).
+
+    Also `built`: (agent_id, seq, wall clock) of each inline iteration's last row (its
+    OBSERVE) when it was built, for what the target itself names, persist + publish +
+    cancellation check: from then until that row's event is seen by a subscriber.
 
     Also split into parts with the rows' `created_at` (taken by the worker as it builds
     them): `reply` = end of the model's reply → the iteration's rows built (the model
@@ -386,6 +405,7 @@ def step_overheads(
         "act": [],
         "next": [],
         "final": [],
+        "built": [],
     }
     for row in rows:
         match = TAG.search(row.goal)
@@ -402,6 +422,7 @@ def step_overheads(
                 parts["reply"].append(built - calls_of[k - 1][1])
                 parts["act"].append(result - built - tool_s)
                 parts["next"].append(calls_of[k][0] - result)
+                parts["built"].append((str(row.id), observe.seq, result))
         completed_seen = listener.get(row.id, "COMPLETED")
         final = written.get((row.id, tool_calls, "THINK"))
         if completed_seen is not None:

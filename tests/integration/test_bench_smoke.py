@@ -100,6 +100,9 @@ def test_quick_bench_runs_every_scenario_to_completion(
     (step_floor,) = overhead["step_floor"]
     sizes = overhead["sizes"]  # every middle iteration of every floor agent clocked
     assert step_floor["n"] == sizes["step_floor_agents"] * sizes["tool_calls"]
+    # Persist + publish alone: every middle iteration's event seen, ours and the floor's.
+    assert first["persist_n"] == sizes["first_event_samples"] * sizes["tool_calls"]
+    assert step_floor["persist_n"] == step_floor["n"]
 
     concurrency = results["concurrency"]
     (io,) = concurrency["runs"]
@@ -127,6 +130,8 @@ def test_quick_bench_runs_every_scenario_to_completion(
         paced["p99_ms"],
         paced_floor["p99_ms"],
         step_floor["p50_ms"],
+        first["persist_p50_ms"],
+        step_floor["persist_p50_ms"],
         io["makespan_s"],
         fanout["spread"][0]["p99_ms"],
     ]
