@@ -20,10 +20,11 @@ def _all(*checks: bool | None) -> bool | None:
     return None if any(c is None for c in checks) else all(checks)
 
 
-def _floor(runs: list[dict[str, Any]] | None, what: str) -> str:
-    if not runs:
+def _floor(runs: list[dict[str, Any]] | None, what: str, prefix: str = "") -> str:
+    p50, p99 = med(runs, f"{prefix}p50_ms"), med(runs, f"{prefix}p99_ms")
+    if math.isnan(p50):
         return ""
-    return f" (floor, {what}: {num(med(runs, 'p50_ms'), 2)} / {num(med(runs, 'p99_ms'), 2)} ms)"
+    return f" (floor, {what}: {num(p50, 2)} / {num(p99, 2)} ms)"
 
 
 def _persist_target(o: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -33,15 +34,11 @@ def _persist_target(o: dict[str, Any]) -> list[tuple[str, str, str]]:
     p50, p99 = med(fe, "persist_p50_ms"), med(fe, "persist_p99_ms")
     if math.isnan(p50):
         return []
-    floor_runs = [
-        {"p50_ms": run["persist_p50_ms"], "p99_ms": run["persist_p99_ms"]}
-        for run in o.get("step_floor") or []
-        if "persist_p50_ms" in run
-    ]
+    floor = _floor(o.get("step_floor"), "INSERT + PUBLISH", prefix="persist_")
     label = "… of it, persist + publish + cancellation check, as the target names them"
     return [(
         f"{label} (one agent at a time)",
-        f"{num(p50, 2)} / {num(p99, 2)} ms" + _floor(floor_runs, "INSERT + PUBLISH"),
+        f"{num(p50, 2)} / {num(p99, 2)} ms" + floor,
         verdict(_all(_le(p50, 1), _le(p99, 5))),
     )]
 

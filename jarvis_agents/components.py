@@ -5,6 +5,7 @@ Nothing here runs at import time; each door (API, worker, CLI) calls one builder
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,17 @@ def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
         retry_on_timeout=True,
         max_connections=max_connections,
     )
+
+
+def freeze_start_up_objects() -> None:
+    """Take what exists once a process is up (modules, the app, its pools: ~140,000
+    objects in the API) out of the garbage collector's sight. A full collection walked
+    them all for ~75 ms, every request or agent in the process waiting (paced creates:
+    p99 57 ms, not 7). Start-up's garbage is collected first, not frozen with the rest.
+    Undo with `gc.unfreeze()` before exiting: the interpreter's teardown would find them
+    only once modules are half gone, and logging's weakref callbacks print tracebacks."""
+    gc.collect()
+    gc.freeze()
 
 
 def check_dependencies(settings: Settings) -> None:

@@ -68,7 +68,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     from celery.signals import worker_ready, worker_shutting_down
     from prometheus_client import start_http_server
 
-    from jarvis_agents.components import build_worker
+    from jarvis_agents.components import build_worker, freeze_start_up_objects
     from jarvis_agents.logs import configure_logging
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
@@ -91,11 +91,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
 
     @worker_ready.connect
     def on_ready(**_: object) -> None:
-        # The process's long-lived objects exist by now (modules, Celery's consumer, the
-        # runner, the pools): out of the collector's sight, a full collection no longer
-        # walks them all and stalls every agent in the process (as in the API: 75 ms).
-        gc.collect()  # start-up's garbage goes now, not frozen with the rest
-        gc.freeze()
+        freeze_start_up_objects()  # Celery's consumer, the runner and the pools exist now
 
     @worker_shutting_down.connect
     def on_shutdown(**_: object) -> None:
@@ -110,7 +106,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
             "--without-gossip", "--without-mingle",
         ])
     finally:
-        gc.unfreeze()  # for the interpreter's teardown, as in the API (api.server.close_app)
+        gc.unfreeze()  # see freeze_start_up_objects
         components.close()
 
 

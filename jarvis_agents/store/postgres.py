@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError
 
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
+from jarvis_agents.store.database import _first_line
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow
 
 T = TypeVar("T")
@@ -86,7 +87,7 @@ _APPEND_STEPS = _GUARDED_STEPS.format(guard=(
 # statement (a pooler's, kept across clients) is never asked to run it. A server that
 # answers that it has no such statement (a pooler in transaction mode hands each
 # statement to any of its backends) gets the plain text from then on; see
-# `_append_prepared`.
+# `_executed_prepared`.
 _APPEND_PARAMS = {
     "id": "uuid", "attempt": "int", "seq": "int[]", "step": "int[]", "type": "text[]",
     "tool": "text[]", "content": "text[]", "created_at": "timestamptz[]", "duration_ms": "int[]",
@@ -284,14 +285,13 @@ class PostgresStatements:
         params = _step_params({"id": agent_id, "attempt": attempt}, steps)
         prepared = self.prepared_statements
         with self.cursor(prepare=_APPEND_NAME if prepared else None) as cursor:
-            if prepared:
-                owned = self._append_prepared(cursor, params)
-            else:
+            if not (prepared and self._executed_prepared(cursor, params)):
                 cursor.execute(_APPEND_STEPS, params)
-                (owned,) = cursor.fetchone()
+            (owned,) = cursor.fetchone()
         return bool(owned == 1)
 
-    def _append_prepared(self, cursor: Any, params: dict[str, Any]) -> int:
+    def _executed_prepared(self, cursor: Any, params: dict[str, Any]) -> bool:
+        """Run the prepared step write; False if the server has no such statement."""
         try:
             cursor.execute(_EXECUTE_APPEND, params)
         except self.error as exc:
@@ -302,9 +302,8 @@ class PostgresStatements:
             log.warning("the database lost a prepared statement (%s); a connection "
                         "pooler in transaction mode? Sending plain SQL from now on", _first_line(exc))
             self.prepared_statements = False
-            cursor.execute(_APPEND_STEPS, params)
-        (owned,) = cursor.fetchone()
-        return int(owned)
+            return False
+        return True
 
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
@@ -358,11 +357,6 @@ def _step_params(params: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any
         duration_ms=[s.duration_ms for s in steps],
     )
     return params
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _once_more_if_dropped(read: Callable[[], T]) -> T:
