@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Executable
 from sqlalchemy.engine import Connection, RowMapping
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
 from jarvis_agents.store.database import _first_line
@@ -107,6 +107,37 @@ _EXECUTE_APPEND = f"EXECUTE {_APPEND_NAME} (" + ", ".join(
     f"%({name})s::{kind}" for name, kind in _APPEND_PARAMS.items()
 ) + ")"
 _NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name
+
+# Several agents' steps in one statement (store/group_commit.py): the same guard for
+# each (agent, attempt), run for each as a lookup by its key, then the rows of those
+# that passed, and which passed. The guards lock their rows in the order the agents
+# come, which the caller makes the order of their ids, as the heartbeat's: two
+# statements that each lock several agents can then never wait for each other. (A
+# join instead of the lookups locks in no set order, and the planner scans the whole
+# table for it until the table holds tens of thousands of agents.)
+_APPEND_STEPS_OF_MANY = """
+WITH owned AS (
+    SELECT guard.id, w.attempt
+    FROM unnest(%(id)s::uuid[], %(attempt)s::int[]) AS w(id, attempt),
+    LATERAL (
+        SELECT id FROM agents
+        WHERE id = w.id AND (status, attempt) IS NOT DISTINCT FROM ('RUNNING', w.attempt)
+        FOR SHARE
+    ) AS guard
+),
+written AS (
+    INSERT INTO agent_steps
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
+    SELECT s.agent_id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
+           s.duration_ms, s.attempt
+    FROM unnest(%(agent_id)s::uuid[], %(step_attempt)s::int[], %(seq)s::int[],
+                %(step)s::int[], %(type)s::text[], %(tool)s::text[], %(content)s::text[],
+                %(created_at)s::timestamptz[], %(duration_ms)s::int[])
+        AS s(agent_id, attempt, seq, step, type, tool, content, created_at, duration_ms)
+    JOIN owned ON owned.id = s.agent_id AND owned.attempt = s.attempt
+)
+SELECT id, attempt FROM owned
+"""
 _DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement
 
 # The claim's compare-and-set, PENDING → RUNNING under the next attempt, with the row back.
@@ -123,9 +154,12 @@ _STEPS_AFTER = (
     " WHERE agent_id = %(id)s AND seq > %(seq)s ORDER BY seq"
 )
 
+# Row locks taken in id order, as the batched step write takes them (see above).
 _HEARTBEAT = (
-    "UPDATE agents SET heartbeat_at = %(now)s WHERE status IS NOT DISTINCT FROM 'RUNNING'"
+    "WITH alive AS (SELECT id FROM agents WHERE status IS NOT DISTINCT FROM 'RUNNING'"
     " AND (id, attempt) IN (SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]))"
+    " ORDER BY id FOR NO KEY UPDATE)"
+    " UPDATE agents SET heartbeat_at = %(now)s FROM alive WHERE agents.id = alive.id"
 )
 
 # create_agent in one round trip: the function of migration 0002 locks the user's row,
@@ -140,6 +174,10 @@ _BY_IDEMPOTENCY_KEY = (
     " WHERE user_id = %(user_id)s AND idempotency_key = %(idempotency_key)s"
 )
 
+
+
+# One agent's iteration to write: (agent id, its attempt, the steps).
+StepWrite = tuple[uuid.UUID, int, Sequence[Step]]
 
 
 def _agent_row(row: Sequence[Any] | None) -> dict[str, Any] | None:
@@ -289,6 +327,36 @@ class PostgresStatements:
                 cursor.execute(_APPEND_STEPS, params)
             (owned,) = cursor.fetchone()
         return bool(owned == 1)
+
+    def append_steps_of_many(self, writes: Sequence[StepWrite]) -> list[bool | Exception]:
+        """Each (agent, attempt, steps) written if the agent is RUNNING under that attempt,
+        in one statement; per write, whether it was, or the error it alone raised.
+
+        A statement refused for its rows (a unique violation, a value out of range)
+        wrote nothing (autocommit), so its writes are then made one by one: one agent's
+        bad rows fail only its own write. Any other error (a broken connection, a lock
+        or statement timeout) is raised for all, as each would have met it alone.
+        """
+        ordered = sorted(writes, key=lambda write: (write[0], write[1]))  # the lock order
+        params: dict[str, Any] = {"id": [w[0] for w in ordered], "attempt": [w[1] for w in ordered]}
+        _step_params(params, [step for _, _, steps in ordered for step in steps])
+        params["agent_id"] = [agent_id for agent_id, _, steps in ordered for _ in steps]
+        params["step_attempt"] = [attempt for _, attempt, steps in ordered for _ in steps]
+        try:
+            with self.cursor() as cursor:
+                cursor.execute(_APPEND_STEPS_OF_MANY, params)
+                owned = set(cursor.fetchall())
+        except (IntegrityError, DataError):
+            return [self._append_steps_or_error(*write) for write in writes]
+        return [(agent_id, attempt) in owned for agent_id, attempt, _ in writes]
+
+    def _append_steps_or_error(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]
+    ) -> bool | Exception:
+        try:
+            return self.append_steps(agent_id, attempt, steps)
+        except DBAPIError as exc:
+            return exc
 
     def _executed_prepared(self, cursor: Any, params: dict[str, Any]) -> bool:
         """Run the prepared step write; False if the server has no such statement."""

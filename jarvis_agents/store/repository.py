@@ -2,9 +2,11 @@
 
 Every status change is a single `UPDATE … WHERE id = :id AND status = :expected`
 whose row count says whether it won. Every step write first takes the agent's row
-with `UPDATE agents … WHERE status = 'RUNNING' AND attempt = :attempt` in the same
-transaction: the row lock orders it against a concurrent cancellation, so once a
-cancellation has committed, no later step of the agent can be written.
+lock where it is RUNNING under the writer's attempt, in the same transaction: the
+lock orders it against a concurrent cancellation, so once a cancellation has
+committed, no later step of the agent can be written. On PostgreSQL the step writes
+of a worker's agents that arrive while another is out share the next statement and
+commit (store/group_commit.py).
 
 On PostgreSQL a statement that stands alone runs in autocommit, and the statements
 run on every step or request are prebuilt SQL on a psycopg2 cursor: see postgres.py.
@@ -49,8 +51,9 @@ from jarvis_agents.lifecycle import (
     check_transition,
     utcnow,
 )
+from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
-from jarvis_agents.store.postgres import PostgresStatements
+from jarvis_agents.store.postgres import PostgresStatements, StepWrite
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
@@ -84,6 +87,12 @@ class Repository:
         # For writes that stand alone: autocommit on PostgreSQL, a transaction around
         # them on SQLite. Reads go through _read.
         self._one_statement = self._pg.connection if self._pg is not None else engine.begin
+        # Step writes made while another is out share the next statement and commit.
+        self._step_writes: GroupCommit[StepWrite, bool] | None = None
+        if (pg := self._pg) is not None:
+            self._step_writes = GroupCommit(
+                lambda write: pg.append_steps(*write), pg.append_steps_of_many
+            )
 
     # --- users ---------------------------------------------------------------------
 
@@ -310,8 +319,8 @@ class Repository:
         stores it; PostgreSQL's only locks the row (see store/postgres.py), and the
         count is read from the steps (models.STEP_COUNT_AS_READ).
         """
-        if self._pg is not None:
-            owned = self._pg.append_steps(agent_id, attempt, steps)
+        if self._step_writes is not None:
+            owned = self._step_writes.write((agent_id, attempt, steps))
         else:
             owned = self._append_steps(agent_id, attempt, steps, step_count=step_count)
         if not owned:

@@ -655,7 +655,13 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
     With `status = 'RUNNING'` in its guard the planner priced ix_agents_status_heartbeat
     like the primary key and took it: every write scanned every RUNNING entry.
     """
-    from jarvis_agents.store.postgres import _APPEND_NAME, _APPEND_STEPS, _CLAIM, _PREPARE
+    from jarvis_agents.store.postgres import (
+        _APPEND_NAME,
+        _APPEND_STEPS,
+        _APPEND_STEPS_OF_MANY,
+        _CLAIM,
+        _PREPARE,
+    )
     from tests.conftest import new_pg_database
 
     with new_pg_database() as url:
@@ -678,6 +684,12 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                         "content": ["x"], "created_at": [now], "duration_ms": [None],
                     }),
                     (_CLAIM, {"id": pending.id, "task_id": None, "now": now}),
+                    (_APPEND_STEPS_OF_MANY, {
+                        "id": [agent.id, pending.id], "attempt": [1, 1],
+                        "agent_id": [agent.id], "step_attempt": [1],
+                        "seq": [1], "step": [1], "type": ["THINK"], "tool": [None],
+                        "content": ["x"], "created_at": [now], "duration_ms": [None],
+                    }),
                 ):
                     cursor.execute("EXPLAIN " + sql, params)
                     plan = "\n".join(row[0] for row in cursor.fetchall())
@@ -731,3 +743,136 @@ def test_a_fixed_pool_keeps_its_connections_however_many_threads_want_one(
             assert len(backends) == 3
     finally:
         engine.dispose()
+
+
+def _iteration(step: int) -> list[Step]:
+    """One inline-tool iteration's rows, as the executor writes them."""
+    seq = 3 * step + 1
+    return [Step(seq, step, StepType.THINK, f"thought {step}"),
+            Step(seq + 1, step, StepType.ACT, "1 + 1", tool="calculate"),
+            Step(seq + 2, step, StepType.OBSERVE, "2", tool="calculate")]
+
+
+def test_steps_of_many_agents_in_one_statement_keep_each_agents_guard(pg_url: str) -> None:
+    repository = Repository(make_engine(pg_url, pool_size=2))
+    try:
+        user, _ = repository.create_user("batch")
+        alive, cancelled, taken_over = (running(repository, user.id) for _ in range(3))
+        assert repository.transition(cancelled.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                     stop_reason=StopReason.CANCELLED)
+        assert repository.take_over(taken_over.id, attempt=1,
+                                    stale_before=utcnow() + timedelta(seconds=1))
+        assert repository._pg is not None
+        outcomes = repository._pg.append_steps_of_many([
+            (alive.id, 1, _iteration(0)), (cancelled.id, 1, _iteration(0)),
+            (taken_over.id, 1, _iteration(0)),
+        ])
+        assert outcomes == [True, False, False]
+        assert [s.content for s in repository.steps_after(alive.id)] == ["thought 0", "1 + 1", "2"]
+        assert repository.steps_after(cancelled.id) == []
+        assert repository.steps_after(taken_over.id) == []
+        # The new attempt of the agent taken over writes; the old one's rows stay out.
+        outcomes = repository._pg.append_steps_of_many([
+            (taken_over.id, 1, _iteration(0)), (taken_over.id, 2, _iteration(0)),
+        ])
+        assert outcomes == [False, True]
+        assert {s.seq for s in repository.steps_after(taken_over.id)} == {1, 2, 3}
+    finally:
+        repository.engine.dispose()
+
+
+def test_one_agents_bad_rows_fail_only_its_own_write_of_a_batch(pg_url: str) -> None:
+    repository = Repository(make_engine(pg_url, pool_size=2))
+    try:
+        user, _ = repository.create_user("batch-bad")
+        good, bad = running(repository, user.id), running(repository, user.id)
+        repository.append_steps(bad.id, 1, _iteration(0), step_count=1)
+        assert repository._pg is not None
+        outcomes = repository._pg.append_steps_of_many([
+            (good.id, 1, _iteration(0)), (bad.id, 1, _iteration(0)),  # written already
+        ])
+        assert outcomes[0] is True
+        assert isinstance(outcomes[1], IntegrityError)
+        assert len(repository.steps_after(good.id)) == 3
+        assert len(repository.steps_after(bad.id)) == 3
+    finally:
+        repository.engine.dispose()
+
+
+def _database_counters(engine) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Commits and deadlocks so far, with what the pool's backends did counted: a backend
+    reports its counts at most once a second while it lives, and when it exits."""
+    engine.dispose()
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+        commits, deadlocks = conn.execute(text(
+            "SELECT xact_commit, deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )).one()
+    return int(commits), int(deadlocks)
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_step_writes_share_commits_and_each_keeps_its_guard(pg_url: str) -> None:
+    """30 agent threads write 20 iterations each while the heartbeat beats them all and
+    one agent is cancelled midway: every write that returned is there, in order, the
+    cancelled agent's later writes are refused, and the writes shared commits with no
+    deadlock between their row locks and the heartbeat's."""
+    repository = Repository(make_engine(pg_url, pool_size=10, overflow=False))
+    try:
+        user, _ = repository.create_user("crowd")
+        crowd = [running(repository, user.id) for _ in range(30)]
+        victim = crowd[7]
+        written: dict[uuid.UUID, int] = {}
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(crowd) + 1)
+        done = threading.Event()
+
+        def agent(one: Agent) -> None:
+            start.wait()
+            count = 0
+            try:
+                for step in range(20):
+                    if one is victim and step == 10:
+                        assert repository.transition(
+                            one.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                            stop_reason=StopReason.CANCELLED,
+                        )
+                    repository.append_steps(one.id, 1, _iteration(step), step_count=step + 1)
+                    count += 1
+            except StaleAttempt:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            written[one.id] = count
+
+        def beat() -> None:
+            start.wait()
+            while not done.is_set():
+                try:
+                    repository.heartbeat([(one.id, 1) for one in crowd])
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=agent, args=(one,)) for one in crowd]
+        heartbeat = threading.Thread(target=beat)
+        commits_before, deadlocks_before = _database_counters(repository.engine)
+        for thread in [*threads, heartbeat]:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+        done.set()
+        heartbeat.join(10)
+        commits_after, deadlocks_after = _database_counters(repository.engine)
+
+        assert errors == []
+        assert written[victim.id] == 10
+        for one in crowd:
+            seqs = [s.seq for s in repository.steps_after(one.id)]
+            assert seqs == list(range(1, 3 * written[one.id] + 1)), one.id
+        assert sum(written.values()) == 29 * 20 + 10
+        assert deadlocks_after == deadlocks_before
+        # Fewer commits than writes: writes that queued up shared one (the heartbeat's,
+        # the cancel and the reads here commit too, and are counted).
+        assert commits_after - commits_before < sum(written.values())
+    finally:
+        repository.engine.dispose()
