@@ -24,7 +24,15 @@ from typing import Protocol
 
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.lifecycle import (
+    Agent,
+    AgentStatus,
+    Step,
+    StepType,
+    StopReason,
+    storable,
+    utcnow,
+)
 from jarvis_agents.llm.base import ChatModel
 from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
@@ -186,7 +194,7 @@ class Executor:
             return self._fail(agent, state, StopReason.MODEL_ERROR, str(exc))
         planning_s = time.monotonic() - began
         self.timings.planning(planning_s)
-        plan = parse_reply(reply)
+        plan = parse_reply(storable(reply))
         rows = self._rows(state, plan, planning_ms=int(planning_s * 1000), tools=tools)
         if isinstance(plan, FinalAnswer):
             return self._complete(agent, state, rows, plan.answer)
@@ -230,7 +238,7 @@ class Executor:
         result = tools.call(act.tool or "", act.content)
         self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
         return Step(
-            seq, act.step, StepType.OBSERVE, result.content, tool=act.tool,
+            seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
             created_at=utcnow(), duration_ms=result.duration_ms,
         )
 
@@ -252,6 +260,7 @@ class Executor:
         step = min(state.next_step, max(agent.max_steps - 1, 0))
         if any(s.step == step and s.type is StepType.ERROR for s in state.history):
             step = state.next_step  # never a second ERROR row for one iteration
+        error = storable(error)  # it may quote the model server or a tool
         row = Step(state.next_seq, step, StepType.ERROR, error, created_at=utcnow())
         done = replace(
             agent.with_failed(error, stop_reason=reason),

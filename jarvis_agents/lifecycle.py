@@ -206,6 +206,18 @@ class Agent:
         return body
 
 
+def storable(text: str) -> str:
+    """`text` as every store can hold it: NUL characters (PostgreSQL refuses them) and
+    lone surrogates (UTF-8 has none), which a model or a tool may send, become U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def isoformat(value: datetime | None) -> str | None:
     """ISO 8601 in UTC with a `Z`, the one timestamp format of the API."""
     if value is None:

@@ -85,3 +85,22 @@ def test_unreachable_server_fails_after_retries(parts: tuple[Repository, Executo
     done = executor.run(started(repository))
     assert done is not None and done.status is AgentStatus.FAILED
     assert done.stop_reason is StopReason.MODEL_ERROR and "after 3 attempts" in (done.error or "")
+
+
+def test_text_the_database_cannot_hold_is_stored_with_a_replacement_character(
+    parts: tuple[Repository, Executor], fake_ollama: Any
+) -> None:
+    """A NUL or a lone surrogate from the model (JSON can carry both) would make
+    PostgreSQL refuse the step, and the agent would die with its worker's task."""
+    repository, executor = parts
+    fake_ollama.responder = fake_ollama.by_turn([
+        "THOUGHT: a NUL \x00 here\nACTION: calculate\nINPUT: 6 * 7",
+        "THOUGHT: and a lone \ud800 there\nFINAL_ANSWER: 42\x00",
+    ])
+    done = executor.run(started(repository))
+    assert done is not None and done.status is AgentStatus.COMPLETED
+    assert done.final_answer == "42\ufffd"
+    stored = repository.get(done.id)
+    assert stored is not None and stored.final_answer == "42\ufffd"
+    thoughts = [s.content for s in repository.steps_after(done.id) if s.type is StepType.THINK]
+    assert thoughts == ["a NUL \ufffd here", "and a lone \ufffd there"]
