@@ -75,6 +75,8 @@ class GroupCommit(Generic[W, R]):
                 outcomes: list[R | BaseException] = [self._call_one(me.item)]
             else:
                 outcomes = self._write_many([waiter.item for waiter in batch])
+                if len(outcomes) != len(batch):
+                    raise RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} writes")
         except BaseException as exc:  # noqa: BLE001 - no waiter may be left waiting
             outcomes = [exc] * len(batch)
         with self._lock:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Executable
 from sqlalchemy.engine import Connection, RowMapping
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
 from jarvis_agents.store.database import _first_line
@@ -332,10 +332,11 @@ class PostgresStatements:
         """Each (agent, attempt, steps) written if the agent is RUNNING under that attempt,
         in one statement; per write, whether it was, or the error it alone raised.
 
-        A statement refused for its rows (a unique violation, a value out of range)
-        wrote nothing (autocommit), so its writes are then made one by one: one agent's
-        bad rows fail only its own write. Any other error (a broken connection, a lock
-        or statement timeout) is raised for all, as each would have met it alone.
+        A statement refused, by the server or by psycopg2 before sending it, wrote
+        nothing (autocommit), so its writes are then made one by one: one agent's bad
+        rows (a unique violation) or its wait for a lock fail only its own write. A
+        connection that broke raises for all: whether they were written is unknown, as
+        for a write alone.
         """
         ordered = sorted(writes, key=lambda write: (write[0], write[1]))  # the lock order
         params: dict[str, Any] = {"id": [w[0] for w in ordered], "attempt": [w[1] for w in ordered]}
@@ -346,7 +347,11 @@ class PostgresStatements:
             with self.cursor() as cursor:
                 cursor.execute(_APPEND_STEPS_OF_MANY, params)
                 owned = set(cursor.fetchall())
-        except (IntegrityError, DataError):
+        except DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise
+            return [self._append_steps_or_error(*write) for write in writes]
+        except (ValueError, UnicodeError):  # text psycopg2 cannot send: nothing was
             return [self._append_steps_or_error(*write) for write in writes]
         return [(agent_id, attempt) in owned for agent_id, attempt, _ in writes]
 
@@ -355,7 +360,7 @@ class PostgresStatements:
     ) -> bool | Exception:
         try:
             return self.append_steps(agent_id, attempt, steps)
-        except DBAPIError as exc:
+        except Exception as exc:  # noqa: BLE001 - raised on the thread whose write it is
             return exc
 
     def _executed_prepared(self, cursor: Any, params: dict[str, Any]) -> bool:

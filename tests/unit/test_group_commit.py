@@ -144,3 +144,12 @@ def test_many_threads_writing_all_the_time_each_get_their_own_result() -> None:
     written = [item for _, batch in store.calls for item in batch]
     assert sorted(written) == sorted(f"a{n}-{k}" for n in range(40) for k in range(100))
     assert any(kind == "many" for kind, _ in store.calls)  # they did share writes
+
+
+def test_a_batch_answered_with_the_wrong_number_of_outcomes_fails_and_the_line_goes_on() -> None:
+    store = Store(hold_first=True)
+    group = GroupCommit(store.one, lambda items: [item.upper() for item in items][:1])
+    outcomes = _queue_behind_a_held_write(group, store, ["x", "y"])
+    assert outcomes["first"] == "FIRST"
+    assert all(isinstance(outcomes[item], RuntimeError) for item in ("x", "y"))
+    assert group.write("after") == "AFTER"
