@@ -347,11 +347,10 @@ class PostgresStatements:
             with self.cursor() as cursor:
                 cursor.execute(_APPEND_STEPS_OF_MANY, params)
                 owned = set(cursor.fetchall())
-        except DBAPIError as exc:
-            if exc.connection_invalidated:
+        except (DBAPIError, ValueError, UnicodeError) as exc:  # the last two: text
+            # psycopg2 would not send. Nothing was written, unless the connection broke.
+            if isinstance(exc, DBAPIError) and exc.connection_invalidated:
                 raise
-            return [self._append_steps_or_error(*write) for write in writes]
-        except (ValueError, UnicodeError):  # text psycopg2 cannot send: nothing was
             return [self._append_steps_or_error(*write) for write in writes]
         return [(agent_id, attempt) in owned for agent_id, attempt, _ in writes]
 
