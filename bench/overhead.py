@@ -277,7 +277,10 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
     written: list[tuple[str, int, float]] = []  # (agent, its last seq, its rows built)
     model.calls(clear=True)
     try:
-        raw.autocommit = True
+        # On psycopg2's connection: set on SQLAlchemy's proxy around it, the attribute
+        # did nothing, and the floor's INSERTs ran in one transaction that never
+        # committed (a floor without the commit's WAL flush, until this was found).
+        raw.dbapi_connection.autocommit = True
         with raw.cursor() as cursor:
             cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
             seq = 0
@@ -309,6 +312,7 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
                     pipeline.execute()
                     messages += [{"role": "assistant", "content": reply},
                                  {"role": "user", "content": "OBSERVATION: 1113068"}]
+            _check_committed(stack, agent_id, seq)
             cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
     finally:
         raw.close()
@@ -321,6 +325,18 @@ def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r
         if k in turns[tag] and k - 1 in turns[tag]
     ]
     return {**latency_summary(samples), "_built": written}
+
+
+def _check_committed(stack: Stack, agent_id: Any, rows: int) -> None:
+    """Fail unless another connection sees the floor's `rows` rows: its INSERTs committed."""
+    from sqlalchemy import text
+
+    with stack.engine.connect() as conn:
+        seen = conn.execute(
+            text("SELECT count(*) FROM agent_steps WHERE agent_id = :id"), {"id": agent_id}
+        ).scalar_one()
+    if seen != rows:
+        raise RuntimeError(f"the step floor's INSERTs did not commit: {seen} of {rows} rows seen")
 
 
 def _throughput(
