@@ -87,7 +87,8 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.webhooks import WebhookSender
 
     # Statements take well under a millisecond: 20 connections serve 200 agents, and a
-    # worker process stays within 20 of PostgreSQL's default max_connections of 100.
+    # worker process stays within 21 of PostgreSQL's default max_connections of 100
+    # (the step writes have one of their own, see store/postgres.py).
     # A fixed pool: with overflow, 200 threads kept opening connections beyond it and
     # closing them as they came back (60-100 new PostgreSQL backends per 500 agents,
     # each a process forked and warmed up), for no throughput that could be measured.

@@ -10,7 +10,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Dialect, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -84,14 +84,19 @@ def _check_on_checkout(engine: Engine) -> None:
     @event.listens_for(engine, "checkout")
     def check(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
         idle_since = record.info.get("idle_since")
-        if idle_since is None:  # fresh from connect()
-            return
-        if time.monotonic() - idle_since < IDLE_PING_S and not _has_input(dbapi_connection):
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except dialect.loaded_dbapi.Error as exc:
-            raise DisconnectionError(f"a pooled connection was dead: {_first_line(exc)}") from exc
+        if idle_since is not None:  # None: fresh from connect()
+            check_idle(dialect, dbapi_connection, idle_since)
+
+
+def check_idle(dialect: Dialect, dbapi_connection: Any, idle_since: float) -> None:
+    """Raise DisconnectionError if a connection idle since `idle_since` (time.monotonic())
+    is dead: a poll() when the socket tells, a ping only past IDLE_PING_S."""
+    if time.monotonic() - idle_since < IDLE_PING_S and not _has_input(dbapi_connection):
+        return
+    try:
+        dialect.do_ping(dbapi_connection)
+    except dialect.loaded_dbapi.Error as exc:
+        raise DisconnectionError(f"a pooled connection was dead: {_first_line(exc)}") from exc
 
 
 def _has_input(dbapi_connection: Any) -> bool:

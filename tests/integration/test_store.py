@@ -611,18 +611,16 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
 ) -> None:
     """The step write runs prepared; a server without the statement (as behind a pooler
     in transaction mode) loses no write, and plain SQL is sent from then on."""
-    repository = Repository(make_engine(pg_url, pool_size=1))  # one connection throughout
+    repository = Repository(make_engine(pg_url, pool_size=1))
+
+    def on_the_writers_connection(sql: str) -> list[tuple[Any, ...]]:
+        # The step writes have a connection of their own (postgres._HeldConnection).
+        with repository._pg._writer.borrow() as pooled, pooled.dbapi_connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchall() if cursor.description else []
 
     def prepared_here() -> list[str]:
-        raw = repository.engine.raw_connection()
-        try:
-            with raw.cursor() as cursor:
-                cursor.execute("SELECT name FROM pg_prepared_statements")
-                names = [name for (name,) in cursor.fetchall()]
-            raw.rollback()
-            return names
-        finally:
-            raw.close()
+        return [name for (name,) in on_the_writers_connection("SELECT name FROM pg_prepared_statements")]
 
     try:
         user, _ = repository.create_user("prepared")
@@ -632,13 +630,7 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
                                 step_count=1)
         (name,) = prepared_here()  # named after its text: another version's is another
         assert name.startswith("jarvis_append_steps_")
-        raw = repository.engine.raw_connection()
-        try:
-            with raw.cursor() as cursor:
-                cursor.execute("DEALLOCATE ALL")
-            raw.commit()
-        finally:
-            raw.close()
+        on_the_writers_connection("DEALLOCATE ALL")
         repository.append_steps(agent.id, 1, [Step(3, 0, StepType.OBSERVE, "2", tool="calculate",
                                                    duration_ms=0)], step_count=1)
         assert "transaction mode" in caplog.text
@@ -649,6 +641,75 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
             repository.append_steps(agent.id, 2, [Step(5, 1, StepType.ACT, "x")], step_count=2)
     finally:
         repository.engine.dispose()
+
+
+def test_the_step_writes_keep_a_connection_of_their_own(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One connection serves a process's step writes, outside the caller's pool; one
+    that broke is replaced after failing its write; disposing of the engine closes it."""
+    from sqlalchemy.exc import OperationalError
+
+    from jarvis_agents.store import database
+
+    monkeypatch.setattr(database, "_has_input", lambda _connection: False)  # found in use
+    repository = Repository(make_engine(pg_url, pool_size=1, overflow=False))
+
+    def writer_pid() -> int:
+        with repository._pg._writer.borrow() as pooled:
+            return int(pooled.dbapi_connection.info.backend_pid)
+
+    try:
+        user, _ = repository.create_user("writer")
+        agent = running(repository, user.id)
+        pids = set()
+        with repository.engine.connect():  # the pool's only connection, taken throughout
+            for seq in range(1, 4):
+                repository.append_steps(agent.id, 1, [Step(seq, seq, StepType.THINK, "x")],
+                                        step_count=seq)
+                pids.add(writer_pid())
+        (first,) = pids
+        assert _terminate_backend(pg_url, first)
+        with pytest.raises(OperationalError):  # it may have committed: its caller must know
+            repository.append_steps(agent.id, 1, [Step(4, 4, StepType.THINK, "y")], step_count=4)
+        repository.append_steps(agent.id, 1, [Step(4, 4, StepType.THINK, "z")], step_count=4)
+        second = writer_pid()
+        assert second != first
+        assert [s.content for s in repository.steps_after(agent.id)] == ["x", "x", "x", "z"]
+        assert _backend_alive(pg_url, second)
+    finally:
+        repository.engine.dispose()
+    assert _gone(pg_url, second)
+
+
+def _terminate_backend(pg_url: str, pid: int) -> bool:
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            killed = conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+    finally:
+        admin.dispose()
+    return bool(killed) and _gone(pg_url, pid)
+
+
+def _gone(pg_url: str, pid: int) -> bool:
+    """Whether backend `pid` has exited, within a second (it exits after its socket closes)."""
+    for _ in range(50):
+        if not _backend_alive(pg_url, pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _backend_alive(pg_url: str, pid: int) -> bool:
+    probe = create_engine(pg_url)
+    try:
+        with probe.connect() as conn:
+            return bool(conn.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": pid}
+            ).scalar_one())
+    finally:
+        probe.dispose()
 
 
 def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
