@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -187,6 +188,17 @@ def _agent_row(row: Sequence[Any] | None) -> dict[str, Any] | None:
     return dict(zip(AGENT_COLUMNS, row, strict=True)) if row else None
 
 
+def _raw_connection(engine: Engine) -> PoolProxiedConnection:
+    """`engine.raw_connection()`, with a failure to connect raised as SQLAlchemy's error
+    (OperationalError, …), as `engine.connect()` raises it, not psycopg2's: callers
+    (the API's 503, the worker's retries) know only SQLAlchemy's."""
+    error = engine.dialect.loaded_dbapi.Error
+    try:
+        return engine.raw_connection()
+    except error as exc:
+        raise DBAPIError.instance(None, None, exc, error, dialect=engine.dialect) from exc
+
+
 class _HeldConnection:
     """A connection of its own for one user at a time, kept between uses.
 
@@ -199,7 +211,7 @@ class _HeldConnection:
     use), so it never takes a connection the caller's pool counts on. A connection
     found dead (`check_idle`, as at any checkout) or broken in use is replaced; once a
     minute it goes back to its pool, whose recycling then applies. Disposing of the
-    caller's engine closes it.
+    caller's engine closes it; a forked child leaves the parent's alone and opens its own.
     """
 
     HOLD_S = 60.0
@@ -210,6 +222,7 @@ class _HeldConnection:
         self._lock = threading.Lock()
         self._pooled: PoolProxiedConnection | None = None
         self._taken_at = self._idle_since = 0.0
+        self._pid = os.getpid()
         event.listen(engine, "engine_disposed", self._close)
 
     @contextmanager
@@ -225,26 +238,31 @@ class _HeldConnection:
                     self._idle_since = time.monotonic()
 
     def _take(self) -> PoolProxiedConnection:
+        if self._pid != os.getpid():  # a fork's copy: the connection is the parent's
+            self._pid, self._pooled, self._engine = os.getpid(), None, None
         if self._engine is None:
             self._engine = make_engine(self._url, pool_size=1, overflow=False)
-        pooled = self._pooled
-        if pooled is not None:
+        if (pooled := self._pooled) is not None:
             if time.monotonic() - self._taken_at > self.HOLD_S:
+                self._pooled = None
                 pooled.close()
-                pooled = None
             else:
                 try:
                     check_idle(self._engine.dialect, pooled.dbapi_connection, self._idle_since)
                 except DisconnectionError:
+                    self._pooled = None
                     pooled.invalidate()
-                    pooled = None
-        if pooled is None:
-            pooled = self._pooled = self._engine.raw_connection()
+        if self._pooled is None:
+            # If this raises (the server is still down), the next write tries again.
+            self._pooled = _raw_connection(self._engine)
             self._taken_at = time.monotonic()
-        return pooled
+        return self._pooled
 
     def _close(self, _engine: Engine) -> None:
         with self._lock:
+            if self._pid != os.getpid():  # dispose(close=False) after a fork: not ours
+                self._pid, self._pooled, self._engine = os.getpid(), None, None
+                return
             if self._pooled is not None:
                 self._pooled.close()
                 self._pooled = None
@@ -293,7 +311,7 @@ class PostgresStatements:
         and left open (an exception, an early return) is rolled back here; a
         connection that broke is not pooled again.
         """
-        pooled = self.engine.raw_connection()
+        pooled = _raw_connection(self.engine)
         try:
             with self._cursor_on(pooled, prepare) as cursor:
                 yield cursor

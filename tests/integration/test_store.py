@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -655,10 +656,6 @@ def test_the_step_writes_keep_a_connection_of_their_own(
     monkeypatch.setattr(database, "_has_input", lambda _connection: False)  # found in use
     repository = Repository(make_engine(pg_url, pool_size=1, overflow=False))
 
-    def writer_pid() -> int:
-        with repository._pg._writer.borrow() as pooled:
-            return int(pooled.dbapi_connection.info.backend_pid)
-
     try:
         user, _ = repository.create_user("writer")
         agent = running(repository, user.id)
@@ -667,19 +664,91 @@ def test_the_step_writes_keep_a_connection_of_their_own(
             for seq in range(1, 4):
                 repository.append_steps(agent.id, 1, [Step(seq, seq, StepType.THINK, "x")],
                                         step_count=seq)
-                pids.add(writer_pid())
+                pids.add(_writer_backend(repository))
         (first,) = pids
+        assert repository._pg._writer._engine.pool.checkedout() == 1  # kept between writes
         assert _terminate_backend(pg_url, first)
         with pytest.raises(OperationalError):  # it may have committed: its caller must know
             repository.append_steps(agent.id, 1, [Step(4, 4, StepType.THINK, "y")], step_count=4)
         repository.append_steps(agent.id, 1, [Step(4, 4, StepType.THINK, "z")], step_count=4)
-        second = writer_pid()
+        second = _writer_backend(repository)
         assert second != first
         assert [s.content for s in repository.steps_after(agent.id)] == ["x", "x", "x", "z"]
         assert _backend_alive(pg_url, second)
     finally:
         repository.engine.dispose()
     assert _gone(pg_url, second)
+
+
+def test_step_writes_resume_as_soon_as_the_server_takes_connections_again() -> None:
+    """While the server refuses connections, a step write or a read fails with
+    SQLAlchemy's OperationalError; the first write after it is back goes through."""
+    from sqlalchemy.exc import OperationalError
+
+    from tests.conftest import PG_ADMIN_URL, new_pg_database
+
+    with new_pg_database() as url:
+        name = url.rsplit("/", 1)[1]
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        repository = Repository(make_engine(url, pool_size=2))
+        try:
+            user, _ = repository.create_user("outage")
+            agent = running(repository, user.id)
+            repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+            assert _terminate_backend(PG_ADMIN_URL, _writer_backend(repository))  # pg_stat_activity is server-wide
+            for seq in (2, 3):  # found dead, and no new connection to be had
+                with pytest.raises(OperationalError):
+                    repository.append_steps(agent.id, 1, [Step(seq, 0, StepType.THINK, "b")],
+                                            step_count=1)
+            repository.engine.dispose()  # the pool's idle connections: a read needs a new one
+            with pytest.raises(OperationalError):  # SQLAlchemy's, which the API answers 503
+                repository.get(agent.id)
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            repository.append_steps(agent.id, 1, [Step(2, 1, StepType.THINK, "c")], step_count=2)
+            assert [s.content for s in repository.steps_after(agent.id)] == ["a", "c"]
+        finally:
+            repository.engine.dispose()
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            admin.dispose()
+
+
+def test_a_forked_child_writes_steps_on_a_connection_of_its_own(pg_url: str) -> None:
+    """A child process never uses, nor closes, the step writer's connection of its parent."""
+    repository = Repository(make_engine(pg_url, pool_size=2))
+    try:
+        user, _ = repository.create_user("forked")
+        agent = running(repository, user.id)
+        repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "parent")], step_count=1)
+        writer = _writer_backend(repository)
+        pid = os.fork()
+        if pid == 0:  # the child: write, dispose as a forked child should, leave
+            code = 1
+            try:
+                repository.engine.dispose(close=False)
+                repository.append_steps(agent.id, 1, [Step(2, 1, StepType.THINK, "child")],
+                                        step_count=2)
+                repository.engine.dispose()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        repository.append_steps(agent.id, 1, [Step(3, 2, StepType.THINK, "parent")], step_count=3)
+        assert _writer_backend(repository) == writer  # the child neither used nor closed it
+        assert [s.content for s in repository.steps_after(agent.id)] == ["parent", "child", "parent"]
+    finally:
+        repository.engine.dispose()
+
+
+def _writer_backend(repository: Repository) -> int:
+    """The backend of the step writer's own connection (postgres._HeldConnection)."""
+    assert repository._pg is not None
+    with repository._pg._writer.borrow() as pooled:
+        return int(pooled.dbapi_connection.info.backend_pid)
 
 
 def _terminate_backend(pg_url: str, pid: int) -> bool:
