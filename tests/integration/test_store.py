@@ -653,7 +653,8 @@ def test_the_step_writes_keep_a_connection_of_their_own(
 
     from jarvis_agents.store import database
 
-    monkeypatch.setattr(database, "_has_input", lambda _connection: False)  # found in use
+    monkeypatch.setattr(database, "_has_input", lambda _connection: False)  # found in use,
+    monkeypatch.setattr(database, "IDLE_PING_S", 3600.0)  # however slow the machine
     repository = Repository(make_engine(pg_url, pool_size=1, overflow=False))
 
     try:
