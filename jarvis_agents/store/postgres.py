@@ -237,9 +237,16 @@ class _HeldConnection:
                 else:
                     self._idle_since = time.monotonic()
 
+    def _forked(self) -> bool:
+        """In a forked child, forget the parent's connection and engine (never close
+        them: that would end the parent's session); whether this is such a child."""
+        if self._pid == os.getpid():
+            return False
+        self._pid, self._pooled, self._engine = os.getpid(), None, None
+        return True
+
     def _take(self) -> PoolProxiedConnection:
-        if self._pid != os.getpid():  # a fork's copy: the connection is the parent's
-            self._pid, self._pooled, self._engine = os.getpid(), None, None
+        self._forked()
         if self._engine is None:
             self._engine = make_engine(self._url, pool_size=1, overflow=False)
         if (pooled := self._pooled) is not None:
@@ -260,8 +267,7 @@ class _HeldConnection:
 
     def _close(self, _engine: Engine) -> None:
         with self._lock:
-            if self._pid != os.getpid():  # dispose(close=False) after a fork: not ours
-                self._pid, self._pooled, self._engine = os.getpid(), None, None
+            if self._forked():  # dispose(close=False) in a child: nothing here is its own
                 return
             if self._pooled is not None:
                 self._pooled.close()
