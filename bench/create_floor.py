@@ -1,7 +1,9 @@
 """Scenario 1's create floor: the issue's "minimal Flask INSERT + send_task", run here.
 
 A Flask app with one view, served as ours is (gunicorn, one gevent worker, psycopg2
-waiting on the gevent loop), on the same PostgreSQL and Redis: `POST /api/v1/agents`
+waiting on the gevent loop) and, to tell what gevent itself costs, by gunicorn's
+threaded worker (gthread, psycopg2 blocking in C), on the same PostgreSQL and Redis:
+`POST /api/v1/agents`
 reads the JSON body, INSERTs one row (id, goal, created_at) in autocommit — one
 durable commit — sends one Celery task with `send_task` to a queue nobody consumes,
 and answers 202 with the id. No authentication, no validation beyond the JSON, no
@@ -25,10 +27,13 @@ QUEUE = "bench-floor"
 
 
 def _green_psycopg2() -> None:
-    """psycopg2 waits on the gevent loop (gunicorn's gevent worker has patched select)."""
+    """Under gunicorn's gevent worker (which has patched select), psycopg2 waits on the
+    gevent loop; under the threaded worker it blocks as usual, its thread alone."""
+    from gevent import monkey
     from psycopg2 import extensions, extras
 
-    extensions.set_wait_callback(extras.wait_select)
+    if monkey.is_module_patched("select"):
+        extensions.set_wait_callback(extras.wait_select)
 
 
 def create_app() -> Any:

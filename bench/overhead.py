@@ -9,8 +9,8 @@ A. create latency, API alone: 8 client processes each POST `creates_per_client`
    when a request was due): back to back, 8 clients waiting for their answers make
    p50 ≈ 8 ÷ throughput, the server's capacity; paced, the latency of a create at a
    steady load well inside it. In turn with each, the same clients against the create
-   floor (`bench.create_floor`: a minimal Flask view, one INSERT and one `send_task`,
-   on the same server).
+   floor (`bench.create_floor`: a minimal Flask view, one INSERT and one `send_task`),
+   on the same server as ours (gevent) and on a threaded one (gthread).
 B. create → first streamed event, one agent at a time: `POST /api/v1/agents/stream`
    and the time to its first `think` event. These agents also give the per-step
    overhead of an unloaded system; then the step floor (`step_floor`): a loop in
@@ -100,15 +100,19 @@ def run(
     """All phases, `runs` times; `after_run(r)` follows throughput run r (the peer's turn)."""
     model = stack.start_model(latency_s=0.0, tool_calls=sizes.tool_calls)
     results: dict[str, Any] = {
-        "create": [], "create_floor": [], "create_paced": [], "create_floor_paced": [],
+        "create": [], "create_floor": [], "create_floor_threaded": [],
+        "create_paced": [], "create_floor_paced": [], "create_floor_threaded_paced": [],
         "first_event": [], "step_floor": [], "throughput": [],
     }
     floor, floor_url = stack.start_create_floor()
+    threaded, threaded_url = stack.start_create_floor(threaded=True)
     try:
-        for r in range(runs):  # ours and the floor in turn, so that both see the same machine
+        for r in range(runs):  # ours and the floors in turn, so that all see the same machine
             for key, url, paced in (
                 ("create", None, False), ("create_floor", floor_url, False),
+                ("create_floor_threaded", threaded_url, False),
                 ("create_paced", None, True), ("create_floor_paced", floor_url, True),
+                ("create_floor_threaded_paced", threaded_url, True),
             ):
                 results[key].append(
                     _create_latency(stack, users, sizes, r, base_url=url, paced=paced)
@@ -119,6 +123,7 @@ def run(
                 )
     finally:
         stack.stop(floor)
+        stack.stop(threaded)
     results["worker_concurrency"] = DEFAULT_WORKER_CONCURRENCY
     results["throughput"] = {str(n): [] for n in sizes.workers}
     workers = [stack.start_worker(model, name="worker-0")]

@@ -119,24 +119,32 @@ def _method(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _create_floor_rows(
-    floor: list[dict[str, Any]] | None, cr: list[dict[str, Any]], how: str
-) -> list[str]:
-    if not floor:
-        return []
-    return [
-        (
-            f"| create floor p50 / p90 / p99, {how}: the same clients against a minimal Flask "
-            "view (`bench/create_floor.py`: one INSERT, one `send_task`, same server, nothing "
-            f"else) | {cell(floor, 'p50_ms', 2)} / {cell(floor, 'p90_ms', 2)} / "
-            f"{cell(floor, 'p99_ms', 2)} ms ({cell(floor, 'creates_per_s', 0)}/s) |"
-        ),
-        (
-            f"| create ÷ floor, {how}, p50 / p99 | "
-            f"{num(med(cr, 'p50_ms') / med(floor, 'p50_ms'), 2)}× / "
-            f"{num(med(cr, 'p99_ms') / med(floor, 'p99_ms'), 2)}× |"
-        ),
-    ]
+def _create_floor_rows(o: dict[str, Any], cr: list[dict[str, Any]], how: str) -> list[str]:
+    """The create floors of one way of creating (`how`): on our server, and threaded."""
+    suffix = "_paced" if how == "paced" else ""
+    rows: list[str] = []
+    for key, server in (
+        ("create_floor", "same server"),
+        ("create_floor_threaded", "gunicorn's threaded worker instead"),
+    ):
+        floor = o.get(key + suffix)
+        if not floor:
+            continue
+        rows += [
+            (
+                f"| create floor p50 / p90 / p99, {how}: the same clients against a minimal "
+                "Flask view (`bench/create_floor.py`: one INSERT, one `send_task`, "
+                f"{server}, nothing else) | {cell(floor, 'p50_ms', 2)} / "
+                f"{cell(floor, 'p90_ms', 2)} / {cell(floor, 'p99_ms', 2)} ms "
+                f"({cell(floor, 'creates_per_s', 0)}/s) |"
+            ),
+            (
+                f"| create ÷ floor ({server}), {how}, p50 / p99 | "
+                f"{num(med(cr, 'p50_ms') / med(floor, 'p50_ms'), 2)}× / "
+                f"{num(med(cr, 'p99_ms') / med(floor, 'p99_ms'), 2)}× |"
+            ),
+        ]
+    return rows
 
 
 def _paced_create_rows(o: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
@@ -154,7 +162,7 @@ def _paced_create_rows(o: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
             "| … of which the clients' own delay in sending, p99 (they share the cores) | "
             f"{cell(paced, 'send_late_p99_ms', 2)} ms |"
         ),
-        *_create_floor_rows(o.get("create_floor_paced"), paced, "paced"),
+        *_create_floor_rows(o, paced, "paced"),
     ]
 
 
@@ -237,7 +245,9 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "this machine from one that ours misses (as the SSE floor does in section 3). "
             "*Create floor*: the same client processes, in turn with our create runs, against "
             "`bench/create_floor.py` — the issue's own \"minimal Flask INSERT + send_task\", "
-            "served as ours is (gunicorn, one gevent worker, the same PostgreSQL and Redis). "
+            "served as ours is (gunicorn, one gevent worker, the same PostgreSQL and Redis), "
+            "and the same view on gunicorn's threaded worker (gthread, 16 threads, psycopg2 "
+            "blocking in C), to tell what gevent costs a create. "
             "*Per-step floor*: `step_floor` in `bench/overhead.py`, a ReACT loop cut to what "
             "the target names, one agent at a time from the harness: the same model server "
             "asked over a kept-alive connection, each reply followed by the iteration's three "
@@ -256,7 +266,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"{cell(cr, 'p90_ms', 2)} / {cell(cr, 'p99_ms', 2)} ms |"
         ),
         f"| creates/s in that phase | {cell(cr, 'creates_per_s', 0)} |",
-        *_create_floor_rows(o.get("create_floor"), cr, "back to back"),
+        *_create_floor_rows(o, cr, "back to back"),
         *_paced_create_rows(o, sizes),
         (
             f"| create → first `think` event, p50 / p99 ({sizes['first_event_samples']} "

@@ -231,18 +231,23 @@ class Stack:
         process.wait_for("bench model listening", timeout_s=30)
         return ModelServer(process, f"http://127.0.0.1:{port}", latency_s, tool_calls)
 
-    def start_create_floor(self) -> tuple[Process, str]:
-        """The create floor (`bench.create_floor`) on its own gunicorn; its process and URL."""
+    def start_create_floor(self, *, threaded: bool = False) -> tuple[Process, str]:
+        """The create floor (`bench.create_floor`) on its own gunicorn, one worker: gevent,
+        as our API is served, or `threaded` (gthread, one thread per client and more); its
+        process and URL."""
         from bench.create_floor import create_table
 
         create_table(self.engine)
         port = free_port()
+        worker = (
+            ["--worker-class", "gthread", "--threads", "16"] if threaded
+            else ["--worker-class", "gevent", "--worker-connections", "1000"]
+        )
         process = self._start(
-            "create-floor",
+            "create-floor-threaded" if threaded else "create-floor",
             [
-                sys.executable, "-m", "gunicorn", "--worker-class", "gevent", "--workers", "1",
-                "--worker-connections", "1000", "--bind", f"127.0.0.1:{port}",
-                "bench.create_floor:app",
+                sys.executable, "-m", "gunicorn", *worker, "--workers", "1",
+                "--bind", f"127.0.0.1:{port}", "bench.create_floor:app",
             ],
             env=self.env(BENCH_CREATE_FLOOR="1"),
         )

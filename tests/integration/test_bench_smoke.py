@@ -88,15 +88,20 @@ def test_quick_bench_runs_every_scenario_to_completion(
     assert first["completed"] == overhead["sizes"]["first_event_samples"]
     (create,) = overhead["create"]
     assert create["errors"] == 0 and create["n"] > 0
-    # The floors: the same clients against a minimal Flask view, and a bare ReACT loop.
+    # The floors: the same clients against a minimal Flask view (on our server and on a
+    # threaded one), and a bare ReACT loop.
     (create_floor,) = overhead["create_floor"]
-    assert create_floor["errors"] == 0 and create_floor["n"] == create["n"]
-    # The same clients paced, against ours and the floor.
+    (threaded_floor,) = overhead["create_floor_threaded"]
+    assert create_floor["errors"] == 0 == threaded_floor["errors"]
+    assert create_floor["n"] == threaded_floor["n"] == create["n"]
+    # The same clients paced, against ours and the floors.
     (paced,) = overhead["create_paced"]
     (paced_floor,) = overhead["create_floor_paced"]
-    assert paced["errors"] == 0 == paced_floor["errors"]
+    (paced_threaded,) = overhead["create_floor_threaded_paced"]
+    assert paced["errors"] == 0 == paced_floor["errors"] == paced_threaded["errors"]
     clients = create["n"] // overhead["sizes"]["creates_per_client"]
-    assert paced["n"] == paced_floor["n"] == clients * overhead["sizes"]["paced_creates_per_client"]
+    assert paced["n"] == paced_floor["n"] == paced_threaded["n"]
+    assert paced["n"] == clients * overhead["sizes"]["paced_creates_per_client"]
     (step_floor,) = overhead["step_floor"]
     sizes = overhead["sizes"]  # every middle iteration of every floor agent clocked
     assert step_floor["n"] == sizes["step_floor_agents"] * sizes["tool_calls"]
@@ -129,6 +134,8 @@ def test_quick_bench_runs_every_scenario_to_completion(
         create_floor["p99_ms"],
         paced["p99_ms"],
         paced_floor["p99_ms"],
+        threaded_floor["p99_ms"],
+        paced_threaded["p99_ms"],
         step_floor["p50_ms"],
         first["persist_p50_ms"],
         step_floor["persist_p50_ms"],
@@ -148,6 +155,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         assert heading in text
     assert "| metric | 1 worker process |" in text  # a column per number of worker processes
     assert "| create floor p50 / p90 / p99" in text and "| per-step floor p50 / p99" in text
+    assert "gunicorn's threaded worker instead" in text  # the threaded create floor's rows
 
 
 @pytest.fixture
