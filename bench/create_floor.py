@@ -2,11 +2,10 @@
 
 A Flask app with one view, served as ours is (gunicorn, one gevent worker, psycopg2
 waiting on the gevent loop) and, to tell what gevent itself costs, by gunicorn's
-threaded worker (gthread, psycopg2 blocking in C), on the same PostgreSQL and Redis:
-`POST /api/v1/agents`
-reads the JSON body, INSERTs one row (id, goal, created_at) in autocommit — one
-durable commit — sends one Celery task with `send_task` to a queue nobody consumes,
-and answers 202 with the id. No authentication, no validation beyond the JSON, no
+threaded worker (gthread, psycopg2 blocking in C), on the same PostgreSQL and Redis.
+`POST /api/v1/agents` reads the JSON body, INSERTs one row (id, goal, created_at) in
+autocommit — one durable commit — sends one Celery task with `send_task` to a queue
+nobody consumes, and answers 202 with the id. No authentication, no validation beyond the JSON, no
 limits, no idempotency, no status event: what a create costs with this server, these
 clients and these cores before any of the work ours does. The same client processes
 drive it as drive the API, so create latency ÷ floor is what the API adds.

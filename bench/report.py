@@ -119,9 +119,11 @@ def _method(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _create_floor_rows(o: dict[str, Any], cr: list[dict[str, Any]], how: str) -> list[str]:
-    """The create floors of one way of creating (`how`): on our server, and threaded."""
-    suffix = "_paced" if how == "paced" else ""
+def _create_floor_rows(
+    o: dict[str, Any], cr: list[dict[str, Any]], how: str, *, suffix: str = ""
+) -> list[str]:
+    """The create floors of one way of creating (`how`, its results' key `suffix`): on
+    our server, and threaded."""
     rows: list[str] = []
     for key, server in (
         ("create_floor", "same server"),
@@ -162,7 +164,7 @@ def _paced_create_rows(o: dict[str, Any], sizes: dict[str, Any]) -> list[str]:
             "| … of which the clients' own delay in sending, p99 (they share the cores) | "
             f"{cell(paced, 'send_late_p99_ms', 2)} ms |"
         ),
-        *_create_floor_rows(o, paced, "paced"),
+        *_create_floor_rows(o, paced, "paced", suffix="_paced"),
     ]
 
 
