@@ -535,13 +535,20 @@ def encode_cursor(agent: Agent) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+# `encode_cursor` writes ~110 characters. Past this, a cursor is not one of ours,
+# and nothing of its length reaches the JSON parser (whose nesting depth it bounds).
+MAX_CURSOR_CHARS = 256
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     """Parse a cursor from `encode_cursor`; anything else is a RequestError."""
     try:
+        if len(cursor) > MAX_CURSOR_CHARS:
+            raise ValueError("too long")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, agent_id = json.loads(raw)
         when = datetime.fromisoformat(created_at)
         return (when if when.tzinfo else when.replace(tzinfo=UTC)), uuid.UUID(agent_id)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise RequestError("the cursor is malformed; pass back `next_cursor` unchanged",
                            code="invalid_cursor") from None
