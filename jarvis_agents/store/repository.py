@@ -457,12 +457,6 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
-    def step_counts(self) -> dict[str, int]:
-        rows = self._read(
-            select(steps_table.c.type, func.count().label("n")).group_by(steps_table.c.type)
-        )
-        return {row["type"]: row["n"] for row in rows}
-
     def _read(self, statement: Executable) -> Sequence[RowMapping]:
         if self._pg is not None:
             return self._pg.read(statement)  # run again if its connection had just died
