@@ -182,3 +182,9 @@ def test_the_openapi_document_covers_the_contract(shared_api):
     assert tool_enum == [t["name"] for t in tools.json()["tools"]]
     stream = document["paths"]["/api/v1/agents/stream"]["post"]["responses"]["200"]
     assert "text/event-stream" in stream["content"]
+    for method, path in [("post", "/api/v1/agents/stream"), ("get", "/api/v1/agents/{agent_id}"),
+                         ("get", "/api/v1/agents/{agent_id}/events"), ("get", "/api/v1/events")]:
+        too_many = document["paths"][path][method]["responses"]["429"]
+        assert "JARVIS_MAX_STREAMS_PER_USER" in too_many["description"]
+        assert "too_many_streams" in too_many["description"]
+        assert "Retry-After" in too_many["headers"]
