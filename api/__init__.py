@@ -30,6 +30,7 @@ def create_app(
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.hub import EventHub
+    from api.stream_slots import StreamSlots
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.store import open_repository
@@ -68,6 +69,7 @@ def create_app(
         tools=tools, timing=timing or StreamTiming(), closers=closers,
         openapi=openapi.build_openapi([tool["name"] for tool in tools]),
         metrics_registry=health.metrics_registry(service.repository, redis, hub),
+        stream_slots=StreamSlots(settings.max_streams_per_user),
     )
     app.extensions["jarvis"] = context
 

@@ -46,7 +46,9 @@ def get_agent(raw_id: str) -> Response:
     agent_id = params.agent_id(raw_id)
     wait_s = params.query_seconds("wait", high=MAX_WAIT_S)
     if wait_s:
-        agent = wait_until_terminal(current_user().id, agent_id, wait_s)
+        # A long-poll holds its connection like a stream, and counts as one.
+        with ctx().stream_slots.take(current_user().id):
+            agent = wait_until_terminal(current_user().id, agent_id, wait_s)
     else:
         agent = ctx().service.get(current_user().id, agent_id)
     return jsonify(agent.to_json())

@@ -1,8 +1,13 @@
 """Bearer API keys: every endpoint needs one, except those marked `public`.
 
-A key is looked up by its SHA-256 (one indexed query) and the user is kept for a
-short while, so a burst of requests or a thousand streams opening at once cost the
+A key is looked up by its SHA-256 (one indexed query) and the user is kept for
+USER_TTL_S, so a burst of requests or a thousand streams opening at once cost the
 database one lookup per key, not one per request.
+
+That is also how long a key revoked or replaced by `jarvis-agents users revoke` or
+`rotate` (another process) may still be taken by an API process: CONTRACT §1 gives
+5 s. A short TTL rather than a revocation broadcast: it holds in every API process
+whatever happens to Redis, and costs one indexed lookup per key per TTL.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from typing import TypeVar
 from flask import Flask, current_app, g, request
 
 from jarvis_agents.errors import RequestError
-from jarvis_agents.store.repository import Repository, User
+from jarvis_agents.store.repository import Repository
+from jarvis_agents.store.users import User
 
 F = TypeVar("F", bound=Callable[..., object])
 
-USER_TTL_S = 30.0
+USER_TTL_S = 2.0
 MAX_CACHED_KEYS = 10_000
 
 

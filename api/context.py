@@ -9,6 +9,7 @@ from typing import Any
 from flask import current_app
 
 from api.hub import EventHub
+from api.stream_slots import StreamSlots
 from jarvis_agents.config import Settings
 from jarvis_agents.service import AgentService
 from jarvis_agents.store.repository import Repository
@@ -38,6 +39,7 @@ class ApiContext:
     tools: list[dict[str, str]]
     openapi: dict[str, Any]
     metrics_registry: Any
+    stream_slots: StreamSlots
     timing: StreamTiming = field(default_factory=StreamTiming)
     closers: list[Any] = field(default_factory=list)
     shutting_down: bool = False

@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
@@ -17,7 +19,8 @@ from sqlalchemy import text
 from api.auth import public
 from api.context import ApiContext, ctx
 from api.hub import EventHub
-from jarvis_agents.lifecycle import AgentStatus, StepType, utcnow
+from api.scrape_cache import ScrapeCache
+from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.llm.ollama import OllamaChatModel
 from jarvis_agents.store.repository import Repository
 from workers.celery_app import QUEUE
@@ -116,15 +119,29 @@ def _first_line(exc: BaseException) -> str:
 # --- metrics ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DatabaseFigures:
+    """What `/metrics` reports from the database: agents by status, the oldest PENDING one."""
+
+    by_status: dict[str, int]
+    oldest_pending: datetime | None
+
+    @classmethod
+    def read(cls, repository: Repository) -> DatabaseFigures:
+        return cls(repository.status_counts(), repository.oldest_pending_created_at())
+
+
 class DatabaseCollector(Collector):
-    """Gauges computed at scrape time from the database and the queue.
+    """Gauges from the database and the queue.
 
     Read from the shared record rather than counted in this process, they are right
-    however many API and worker processes there are.
+    however many API and worker processes there are. The database's figures are read
+    at most every few seconds, whatever the scrape rate (api.scrape_cache), and never
+    from the steps: their number grows without bound.
     """
 
     def __init__(self, repository: Repository, redis_client: Any) -> None:
-        self.repository = repository
+        self.figures = ScrapeCache(lambda: DatabaseFigures.read(repository))
         self.redis = redis_client
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -133,7 +150,7 @@ class DatabaseCollector(Collector):
             labels=["source"],
         )
         try:
-            yield from self._database()
+            yield from self._database(self.figures.get())
             up.add_metric(["database"], 1)
         except Exception as exc:  # noqa: BLE001 - a scrape reports what it can
             log.warning("metrics: database unavailable: %s", exc)
@@ -150,22 +167,17 @@ class DatabaseCollector(Collector):
             up.add_metric(["redis"], 0)
         yield up
 
-    def _database(self) -> Iterator[GaugeMetricFamily]:
-        by_status = self.repository.status_counts()
-        by_type = self.repository.step_counts()
-        oldest = self.repository.oldest_pending_created_at()
+    def _database(self, figures: DatabaseFigures) -> Iterator[GaugeMetricFamily]:
         agents = GaugeMetricFamily("jarvis_agents", "Agents by status.", labels=["status"])
         for status in AgentStatus:
-            agents.add_metric([status.value], float(by_status.get(status.value, 0)))
-        steps = GaugeMetricFamily("jarvis_steps", "Persisted steps by type.", labels=["type"])
-        for kind in StepType:
-            steps.add_metric([kind.value], float(by_type.get(kind.value, 0)))
+            agents.add_metric([status.value], float(figures.by_status.get(status.value, 0)))
         age = GaugeMetricFamily(
             "jarvis_oldest_pending_age_seconds",
             "Age of the oldest PENDING agent (0 when there is none).",
         )
+        oldest = figures.oldest_pending
         age.add_metric([], max(0.0, (utcnow() - oldest).total_seconds()) if oldest else 0.0)
-        yield from (agents, steps, age)
+        yield from (agents, age)
 
 
 class StreamCollector(Collector):

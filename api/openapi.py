@@ -89,9 +89,12 @@ CREATE_ERRORS = {
     **BAD_REQUEST,
     "409": _error("The Idempotency-Key was used before with a different body."),
     "413": _error("The body is larger than 64 KiB."),
-    "429": _error("Too many agents PENDING or RUNNING at once (JARVIS_MAX_ACTIVE_PER_USER).",
-                  headers=RETRY_AFTER),
+    "429": _error("Too many agents PENDING or RUNNING at once (JARVIS_MAX_ACTIVE_PER_USER; "
+                  "`too_many_active_agents`).", headers=RETRY_AFTER),
 }
+TOO_MANY_STREAMS = ("too many event streams and long-polls open at once "
+                    "(JARVIS_MAX_STREAMS_PER_USER; `too_many_streams`)")
+STREAM_ERRORS = {"429": _error(f"The caller has {TOO_MANY_STREAMS}.", headers=RETRY_AFTER)}
 
 
 def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
@@ -160,7 +163,11 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),
-                    **CREATE_ERRORS, **COMMON_ERRORS,
+                    **CREATE_ERRORS,
+                    "429": _error("Too many agents PENDING or RUNNING at once "
+                                  "(JARVIS_MAX_ACTIVE_PER_USER; `too_many_active_agents`), or "
+                                  f"{TOO_MANY_STREAMS}: nothing is created.", headers=RETRY_AFTER),
+                    **COMMON_ERRORS,
                 },
             },
         },
@@ -175,7 +182,10 @@ def _operations() -> dict[str, dict[str, Any]]:
                      "schema": {"type": "number", "minimum": 0, "maximum": 60}},
                 ],
                 "responses": {"200": _json("Agent", "The agent."),
-                              **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+                              **BAD_REQUEST, **NOT_FOUND,
+                              "429": _error(f"With `wait`: the caller has {TOO_MANY_STREAMS}.",
+                                            headers=RETRY_AFTER),
+                              **COMMON_ERRORS},
             },
             "delete": {
                 "operationId": "cancelAgent", "tags": ["agents"],
@@ -218,7 +228,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                      "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}},
                 ],
                 "responses": {"200": _sse_response("The agent's events.", AGENT_EVENT),
-                              **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+                              **BAD_REQUEST, **NOT_FOUND, **STREAM_ERRORS, **COMMON_ERRORS},
             },
         },
         "/api/v1/events": {
@@ -231,7 +241,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                         "\"step_count\", \"updated_at\"}` for every change, PENDING included.",
                         STATUS_EVENT,
                     ),
-                    **COMMON_ERRORS,
+                    **STREAM_ERRORS, **COMMON_ERRORS,
                 },
             },
         },

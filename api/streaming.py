@@ -25,6 +25,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Blueprint, Response, request
@@ -35,6 +36,7 @@ from api.auth import current_user
 from api.context import ApiContext, ctx
 from api.hub import CLOSED, RESYNC, Subscription, ended_agents
 from api.sse import KEEPALIVE, EventStreamResponse, socket_writer, sse, step_frame
+from api.stream_slots import Slot
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, step_event
 from jarvis_agents.lifecycle import AgentStatus, Step
@@ -54,8 +56,9 @@ def create_and_stream() -> Response:
     request_, key = params.create_request()
     context = ctx()
     user_id = current_user().id
-    agent, _ = context.service.create(user_id, request_, idempotency_key=key)
-    stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True)
+    with opening_stream(context) as slot:  # before the create: a 429 creates nothing
+        agent, _ = context.service.create(user_id, request_, idempotency_key=key)
+        stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot)
     response = stream.response()
     response.headers["Location"] = agent_location(agent.id)
     return response
@@ -66,7 +69,11 @@ def agent_events(raw_id: str) -> Response:
     """Join an agent's stream: replay after Last-Event-ID or ?after=, then live."""
     agent_id = params.agent_id(raw_id)
     after = params.resume_after()
-    stream = AgentStream(ctx(), current_user().id, agent_id, after=after, cancel_on_hangup=False)
+    context = ctx()
+    with opening_stream(context) as slot:
+        stream = AgentStream(
+            context, current_user().id, agent_id, after=after, cancel_on_hangup=False, slot=slot
+        )
     return stream.response()
 
 
@@ -74,9 +81,27 @@ def agent_events(raw_id: str) -> Response:
 def user_events() -> Response:
     """Status changes of all the caller's agents, live only."""
     context = ctx()
-    subscription = context.hub.subscribe(USER_CHANNEL.format(current_user().id))
+    with opening_stream(context) as slot:
+        subscription = context.hub.subscribe(USER_CHANNEL.format(current_user().id))
+
+    def close() -> None:
+        subscription.close()
+        slot.release()
+
     events = _status_events(context, subscription, Hangup(request.environ))
-    return _event_stream(events, on_close=subscription.close)
+    return _event_stream(events, on_close=close)
+
+
+@contextmanager
+def opening_stream(context: ApiContext) -> Iterator[Slot]:
+    """One of the caller's stream slots (api.stream_slots), given back if the stream
+    fails to open; once it is open, the stream gives it back when it ends."""
+    slot = context.stream_slots.take(current_user().id)
+    try:
+        yield slot
+    except BaseException:
+        slot.release()
+        raise
 
 
 def _poll() -> Any:
@@ -153,9 +178,10 @@ class AgentStream:
 
     def __init__(
         self, context: ApiContext, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int,
-        cancel_on_hangup: bool,
+        cancel_on_hangup: bool, slot: Slot,
     ) -> None:
         self.context = context
+        self.slot = slot
         self.user_id = user_id
         self.agent_id = agent_id
         self.last_seq = after
@@ -184,6 +210,7 @@ class AgentStream:
     def close(self) -> None:
         """Called when the response ends, whether it finished or the client hung up."""
         self.subscription.close()
+        self.slot.release()
         if self.finished or not self.cancel_on_hangup or self.context.shutting_down:
             return
         try:

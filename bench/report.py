@@ -100,9 +100,10 @@ def _method(meta: dict[str, Any]) -> list[str]:
             "Ollama's `/api/chat` (streamed and not, keep-alive) on one asyncio loop, so that "
             "the stand-in for a model server costs little of the cores it shares, answering 3 "
             "`calculate` actions then a FINAL_ANSWER (scenario 1) or 1 then the answer "
-            "(scenario 2) after a fixed latency. `JARVIS_MAX_ACTIVE_PER_USER` is raised to "
-            "1,000,000 (the default 20 would answer the bursts with 429s); everything else is "
-            "default unless a row says otherwise."
+            "(scenario 2) after a fixed latency. `JARVIS_MAX_ACTIVE_PER_USER` and "
+            "`JARVIS_MAX_STREAMS_PER_USER` are raised to 1,000,000 (the defaults, 20 and 100, "
+            "would answer the bursts and the fan-out with 429s); everything else is default "
+            "unless a row says otherwise."
         ),
         (
             "- **Clients**: every concurrent HTTP client is its own process (spawned), with one "

@@ -30,6 +30,9 @@ PG_ADMIN_URL = os.environ.get(
 # Each user may have this many agents PENDING or RUNNING at once (default 20): the
 # scenarios start hundreds at a time on purpose.
 MAX_ACTIVE_PER_USER = "1000000"
+# Each user may hold this many streams open at once (default 100): the fan-out
+# scenario opens a thousand as one user.
+MAX_STREAMS_PER_USER = "1000000"
 
 
 @dataclass
@@ -205,6 +208,7 @@ class Stack:
             DATABASE_URL=self.database_url,
             REDIS_URL=self.redis_url,
             JARVIS_MAX_ACTIVE_PER_USER=MAX_ACTIVE_PER_USER,
+            JARVIS_MAX_STREAMS_PER_USER=MAX_STREAMS_PER_USER,
             JARVIS_MODEL="llama3.2",
             JARVIS_DATA_DIR=str(self.log_dir / "data"),
         )

@@ -6,7 +6,6 @@ never a traceback.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -14,14 +13,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from jarvis_agents.cli_users import users
 from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY, Settings
 from jarvis_agents.errors import JarvisError
 
 if TYPE_CHECKING:
     from jarvis_agents.client import JarvisClient, SseEvent
-
-USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
@@ -92,31 +89,7 @@ def db_upgrade() -> None:
     click.echo(f"database is at revision {revision}")
 
 
-@main.group()
-def users() -> None:
-    """User accounts and their API keys."""
-
-
-@users.command("create")
-@click.argument("name")
-def users_create(name: str) -> None:
-    """Create a user; prints its API key (shown once) as the last line."""
-    if not USER_NAME.match(name):
-        fail(
-            "a user name is 1-64 characters: letters, digits, and . _ @ - "
-            "(starting with a letter or digit)",
-            code=2,
-        )
-    from jarvis_agents.store import open_repository
-
-    settings = load_settings()
-    repository = open_repository(settings)
-    try:
-        user, api_key = repository.create_user(name)
-    finally:
-        repository.engine.dispose()
-    click.echo(f"created user {user.name} ({user.id}); its API key, shown only once:")
-    click.echo(api_key)
+main.add_command(users)
 
 
 @main.command()

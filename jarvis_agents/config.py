@@ -41,6 +41,7 @@ class Settings:
     tool_timeout_s: float = 10.0
     total_timeout_s: float = 120.0
     max_active_per_user: int = 20
+    max_streams_per_user: int = 100
     port: int = 8000
     model_retries: int = 3
     max_attempts: int = 3
@@ -92,6 +93,7 @@ class Settings:
             tool_timeout_s=_float(env, "JARVIS_TOOL_TIMEOUT", 10.0),
             total_timeout_s=_float(env, "JARVIS_TOTAL_TIMEOUT", 120.0),
             max_active_per_user=_int(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
+            max_streams_per_user=_int(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
             port=_int(env, "PORT", 8000, low=1, high=65535),
             model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
             max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),

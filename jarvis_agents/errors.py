@@ -48,13 +48,13 @@ class Conflict(RequestError):
 
 
 class RateLimited(RequestError):
-    """Raised when a user has too many agents PENDING or RUNNING at once."""
+    """Raised when a user has too many agents PENDING or RUNNING, or streams open, at once."""
 
     status = 429
     code = "too_many_active_agents"
 
-    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, code: str | None = None, retry_after_s: int = 5) -> None:
+        super().__init__(message, code=code)
         self.retry_after_s = retry_after_s
 
 

@@ -1,9 +1,9 @@
 """Prometheus metrics: latency histograms recorded where the work happens.
 
-Workers record planning, tool and step metrics in their own process; the API's
-`/metrics` adds gauges read from the database (agents by status, steps by type,
-queue depth, age of the oldest PENDING agent) at scrape time, so they are right
-across any number of worker machines.
+Workers record planning, tool and step metrics in their own process (steps by type
+are their `jarvis_steps_written` counters); the API's `/metrics` adds gauges read
+from the database and the queue (agents by status, queue depth, age of the oldest
+PENDING agent), right across any number of worker machines and at most 15 s old.
 """
 
 from __future__ import annotations

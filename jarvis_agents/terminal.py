@@ -139,6 +139,15 @@ def agents_table(console: Console, agents: Sequence[dict[str, Any]]) -> None:
     _table(console, ("ID", "STATUS", "STEPS", "CREATED", "GOAL"), rows, styles={1: STATUS_STYLES})
 
 
+def users_table(console: Console, users: Sequence[dict[str, Any]]) -> None:
+    rows = [
+        (u["name"], _short_time(u["created_at"]),
+         f"yes, {_short_time(u['revoked_at'])}" if u.get("revoked_at") else "no")
+        for u in users
+    ]
+    _table(console, ("NAME", "CREATED (UTC)", "REVOKED"), rows)
+
+
 def tools_table(console: Console, tools: Sequence[dict[str, Any]]) -> None:
     _table(console, ("NAME", "DESCRIPTION"), [(t["name"], _one_line(t.get("description") or "")) for t in tools])
 

@@ -8,7 +8,7 @@ a step type outside the fixed set, or the same iteration's THINK written twice.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
@@ -47,6 +47,13 @@ STEP_TYPES = [t.value for t in StepType]
 TERMINAL_SQL = "status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
 
 
+def as_utc(value: datetime | None) -> datetime | None:
+    """A datetime read back, timezone-aware: SQLite hands back naive ones; all stored is UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
@@ -60,6 +67,8 @@ class UserRow(Base):
     # and lets the API find a user with one indexed lookup.
     api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Set by `users revoke`: the key finds nobody. `users rotate` clears it.
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint("length(trim(name)) > 0", name="name_not_blank"),

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
-import secrets
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
     Engine,
     Executable,
     and_,
@@ -53,7 +49,9 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
+from jarvis_agents.store.models import as_utc as _aware
 from jarvis_agents.store.postgres import PostgresStatements, StepWrite
+from jarvis_agents.store.users import User, Users
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
@@ -63,20 +61,6 @@ AGENT_READ = tuple(
     for column in agents.c
 )
 users = UserRow.__table__
-
-API_KEY_PREFIX = "jrv_"
-
-
-@dataclass(frozen=True)
-class User:
-    id: uuid.UUID
-    name: str
-    created_at: datetime
-
-
-def hash_api_key(api_key: str) -> str:
-    return hashlib.sha256(api_key.encode()).hexdigest()
-
 
 class Repository:
     """Agents, steps and users over one SQLAlchemy engine."""
@@ -93,34 +77,19 @@ class Repository:
             self._step_writes = GroupCommit(
                 lambda write: pg.append_steps(*write), pg.append_steps_of_many
             )
+        self.users = Users(read=self._read, one_statement=self._one_statement)
 
-    # --- users ---------------------------------------------------------------------
+    # --- users (store/users.py) -------------------------------------------------------
 
     def create_user(self, name: str) -> tuple[User, str]:
         """Create a user and return it with its API key (shown once, stored hashed)."""
-        api_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
-        user = User(id=uuid.uuid4(), name=name, created_at=utcnow())
-        try:
-            with self._one_statement() as conn:
-                conn.execute(
-                    insert(users).values(
-                        id=user.id, name=name, api_key_hash=hash_api_key(api_key),
-                        created_at=user.created_at,
-                    )
-                )
-        except IntegrityError:
-            raise Conflict(f"a user named {name!r} already exists", code="user_exists") from None
-        return user, api_key
+        return self.users.create(name)
 
     def user_by_api_key(self, api_key: str) -> User | None:
-        return self._user(users.c.api_key_hash == hash_api_key(api_key))
+        return self.users.by_api_key(api_key)
 
     def user_by_name(self, name: str) -> User | None:
-        return self._user(users.c.name == name)
-
-    def _user(self, condition: ColumnElement[bool]) -> User | None:
-        rows = self._read(select(users.c.id, users.c.name, users.c.created_at).where(condition))
-        return User(rows[0]["id"], rows[0]["name"], _aware(rows[0]["created_at"])) if rows else None
+        return self.users.by_name(name)
 
     # --- agents --------------------------------------------------------------------
 
@@ -457,12 +426,6 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
-    def step_counts(self) -> dict[str, int]:
-        rows = self._read(
-            select(steps_table.c.type, func.count().label("n")).group_by(steps_table.c.type)
-        )
-        return {row["type"]: row["n"] for row in rows}
-
     def _read(self, statement: Executable) -> Sequence[RowMapping]:
         if self._pg is not None:
             return self._pg.read(statement)  # run again if its connection had just died
@@ -471,13 +434,6 @@ class Repository:
 
 
 # --- mapping -----------------------------------------------------------------------
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    # SQLite hands back naive datetimes; everything stored is UTC.
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
 
 
 def _agent_values(agent: Agent) -> dict[str, Any]:
@@ -535,13 +491,20 @@ def encode_cursor(agent: Agent) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+# `encode_cursor` writes ~110 characters. Past this, a cursor is not one of ours,
+# and nothing of its length reaches the JSON parser (whose nesting depth it bounds).
+MAX_CURSOR_CHARS = 256
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     """Parse a cursor from `encode_cursor`; anything else is a RequestError."""
     try:
+        if len(cursor) > MAX_CURSOR_CHARS:
+            raise ValueError("too long")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, agent_id = json.loads(raw)
         when = datetime.fromisoformat(created_at)
         return (when if when.tzinfo else when.replace(tzinfo=UTC)), uuid.UUID(agent_id)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError, RecursionError):
         raise RequestError("the cursor is malformed; pass back `next_cursor` unchanged",
                            code="invalid_cursor") from None

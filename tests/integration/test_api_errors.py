@@ -3,6 +3,7 @@ of malformed requests that must each be a 4xx in the contract's error shape."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
@@ -121,6 +122,11 @@ BAD_REQUESTS = [
     Bad("empty body", "POST", AGENTS, content=b"", headers=JSON_HEADERS, code="invalid_json"),
     Bad("NaN is not JSON", "POST", AGENTS, content='{"goal": "x", "max_steps": NaN}',
         headers=JSON_HEADERS, code="invalid_json"),
+    Bad("body of 30,000 nested arrays", "POST", AGENTS, content="[" * 30_000,
+        headers=JSON_HEADERS, code="invalid_json"),
+    Bad("field of 900 nested arrays", "POST", AGENTS,
+        content='{"goal": "x", "tools": ' + "[" * 900 + "]" * 900 + "}", headers=JSON_HEADERS,
+        code="invalid_request"),
     Bad("not UTF-8", "POST", AGENTS, content=b'{"goal": "\xff\xfe"}', headers=JSON_HEADERS,
         code="invalid_json"),
     Bad("form content type", "POST", AGENTS, content="goal=x",
@@ -182,6 +188,14 @@ BAD_REQUESTS = [
     Bad("malformed cursor", "GET", AGENTS, params={"cursor": "not-a-cursor"},
         code="invalid_cursor"),
     Bad("empty cursor", "GET", AGENTS, params={"cursor": ""}, code="invalid_cursor"),
+    Bad("cursor of 3,000 nested arrays", "GET", AGENTS,
+        params={"cursor": base64.urlsafe_b64encode(b"[" * 3000).decode()}, code="invalid_cursor"),
+    Bad("cursor of 150 nested arrays", "GET", AGENTS,
+        params={"cursor": base64.urlsafe_b64encode(b"[" * 150 + b"]" * 150).decode()},
+        code="invalid_cursor"),
+    Bad("cursor of a JSON object", "GET", AGENTS,
+        params={"cursor": base64.urlsafe_b64encode(b'{"a": 1, "b": 2}').decode()},
+        code="invalid_cursor"),
     Bad("negative after", "GET", f"{ONE}/steps", params={"after": "-1"}, code="invalid_after"),
     Bad("after not a number", "GET", f"{ONE}/events", params={"after": "x"},
         code="invalid_after"),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
+
+from api.scrape_cache import MAX_AGE_S
+from tests.support.api_server import wait_until
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
@@ -51,22 +55,22 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
         assert http.get("/readyz").status_code == 200
 
 
-def test_metrics_are_computed_from_the_database_and_the_queue(shared_api):
-    api = shared_api()  # no worker: what is queued stays queued
+def test_metrics_report_the_database_and_the_queue_at_most_15_s_late(api_env, start_api):
+    api = start_api(api_env)  # on a database of its own, and no worker: what is queued stays queued
     with api.client(api.user()) as http:
-        before = scrape(http)
+        scrape(http)  # the figures as they were, now kept for a while
         ids = [http.post("/api/v1/agents", json={"goal": f"g{i}"}).json()["id"] for i in range(3)]
         http.delete(f"/api/v1/agents/{ids[0]}")
-        after = scrape(http)
+        expected = {
+            'jarvis_agents{status="PENDING"}': 2, 'jarvis_agents{status="CANCELLED"}': 1,
+            'jarvis_agents{status="COMPLETED"}': 0, 'jarvis_queue_depth{queue="jarvis-agents"}': 3,
+        }
 
-    def grew(sample: str) -> float:
-        return after[sample] - before.get(sample, 0.0)
+        def updated() -> dict[str, float] | None:
+            found = scrape(http)
+            return found if all(found.get(k) == v for k, v in expected.items()) else None
 
-    assert grew('jarvis_agents{status="PENDING"}') == 2
-    assert grew('jarvis_agents{status="CANCELLED"}') == 1
-    assert grew('jarvis_agents{status="COMPLETED"}') == 0
-    assert grew('jarvis_queue_depth{queue="jarvis-agents"}') == 3
-    assert 'jarvis_steps{type="THINK"}' in after
+        after = wait_until(updated, timeout_s=MAX_AGE_S + 5, interval_s=0.5)
     assert after["jarvis_oldest_pending_age_seconds"] > 0
     assert after['jarvis_metrics_source_up{source="database"}'] == 1
     assert after['jarvis_metrics_source_up{source="redis"}'] == 1
@@ -74,13 +78,78 @@ def test_metrics_are_computed_from_the_database_and_the_queue(shared_api):
     assert "process_cpu_seconds_total" in after or "python_info" in " ".join(after)
 
 
+def test_a_scrape_reads_no_steps_however_many_there_are(pg_url, redis_url):
+    """In process, so every statement the API sends can be seen: with 200,000 steps stored,
+    a scrape reads the agents' figures without touching the steps, and the scrapes that
+    follow within seconds send no statement at all."""
+    from sqlalchemy import create_engine, event, text
+
+    from api import create_app
+    from jarvis_agents.config import Settings
+
+    seed = create_engine(pg_url)
+    with seed.begin() as conn:
+        user_id = uuid.uuid4()
+        conn.execute(text(
+            "INSERT INTO users (id, name, api_key_hash, created_at)"
+            " VALUES (:id, 'seeded', repeat('0', 64), now())"), {"id": user_id})
+        conn.execute(text(
+            "INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count,"
+            " stop_reason, created_at, updated_at, completed_at, attempt)"
+            " SELECT gen_random_uuid(), :user_id, 'seeded', 'CANCELLED', 'm', 50, 0, 'cancelled',"
+            " now(), now(), now(), 1 FROM generate_series(1, 4000)"), {"user_id": user_id})
+        conn.execute(text(
+            "INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count,"
+            " created_at, updated_at, attempt)"
+            " SELECT gen_random_uuid(), :user_id, 'waiting', 'PENDING', 'm', 50, 0,"
+            " now() - interval '1 minute', now(), 0 FROM generate_series(1, 3)"),
+            {"user_id": user_id})
+        conn.execute(text(
+            "INSERT INTO agent_steps (agent_id, seq, step, type, content, created_at, attempt)"
+            " SELECT agents.id, n, n - 1, 'THINK', 'a thought', now(), 1"
+            " FROM agents CROSS JOIN generate_series(1, 50) AS n WHERE agents.status = 'CANCELLED'"))
+        assert conn.execute(text("SELECT count(*) FROM agent_steps")).scalar_one() == 200_000
+    seed.dispose()
+
+    settings = Settings.from_env(
+        {"DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": "http://127.0.0.1:9"}
+    )
+    app = create_app(settings)
+    context = app.extensions["jarvis"]
+    statements: list[str] = []
+    event.listen(context.repository.engine, "before_cursor_execute",
+                 lambda conn, cursor, sql, *rest: statements.append(sql))
+    try:
+        client = app.test_client()
+        first = client.get("/metrics")
+        assert first.status_code == 200
+        samples = parse(first.get_data(as_text=True))
+        assert samples['jarvis_agents{status="CANCELLED"}'] == 4000
+        assert samples['jarvis_agents{status="PENDING"}'] == 3
+        assert samples["jarvis_oldest_pending_age_seconds"] >= 60
+        assert samples['jarvis_metrics_source_up{source="database"}'] == 1
+        assert statements, "the first scrape reads the database"
+        assert not [sql for sql in statements if "agent_steps" in sql], statements
+
+        statements.clear()
+        for _ in range(20):
+            assert client.get("/metrics").status_code == 200
+        assert statements == []
+    finally:
+        context.close()
+
+
 def scrape(http: Any) -> dict[str, float]:
     """`/metrics` as {sample: value}, read without an API key."""
     response = http.get("/metrics", headers={"Authorization": ""})
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain")
+    return parse(response.text)
+
+
+def parse(text: str) -> dict[str, float]:
     samples = {}
-    for line in response.text.splitlines():
+    for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
@@ -113,3 +182,9 @@ def test_the_openapi_document_covers_the_contract(shared_api):
     assert tool_enum == [t["name"] for t in tools.json()["tools"]]
     stream = document["paths"]["/api/v1/agents/stream"]["post"]["responses"]["200"]
     assert "text/event-stream" in stream["content"]
+    for method, path in [("post", "/api/v1/agents/stream"), ("get", "/api/v1/agents/{agent_id}"),
+                         ("get", "/api/v1/agents/{agent_id}/events"), ("get", "/api/v1/events")]:
+        too_many = document["paths"][path][method]["responses"]["429"]
+        assert "JARVIS_MAX_STREAMS_PER_USER" in too_many["description"]
+        assert "too_many_streams" in too_many["description"]
+        assert "Retry-After" in too_many["headers"]

@@ -46,7 +46,7 @@ def test_one_worker_runs_a_hundred_slow_agents_at_once(
 
 
 def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
-    api = start_api(api_env)
+    api = start_api({**api_env, "JARVIS_MAX_STREAMS_PER_USER": str(STREAMS)})  # one user's
     key = api.user()
     with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
         http.get("/api/v1/tools")
@@ -94,14 +94,16 @@ def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
             sock.close()
 
     with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
-        # A HEAD has no body to stream: answered at once, nothing left open.
-        head = http.head("/api/v1/events", timeout=5)
-        assert head.status_code == 200 and head.headers["Content-Type"] == "text/event-stream"
 
         def open_streams() -> float:
             found = re.search(r"^jarvis_api_open_streams (\S+)$", http.get("/metrics").text, re.MULTILINE)
             assert found
             return float(found.group(1))
 
-        # Every hung-up stream noticed it and let go of its subscription.
+        # Every hung-up stream noticed it and let go of its subscription (and of its
+        # place among the user's JARVIS_MAX_STREAMS_PER_USER).
         wait_until(lambda: open_streams() == 0, timeout_s=10, interval_s=0.2)
+        # A HEAD has no body to stream: answered at once, nothing left open.
+        head = http.head("/api/v1/events", timeout=5)
+        assert head.status_code == 200 and head.headers["Content-Type"] == "text/event-stream"
+        assert open_streams() == 0

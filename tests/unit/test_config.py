@@ -18,6 +18,7 @@ def test_defaults_use_an_embedded_sqlite_file(tmp_path: Path) -> None:
     assert settings.model == DEFAULT_MODEL
     assert (settings.max_steps, settings.step_timeout_s, settings.tool_timeout_s) == (10, 30, 10)
     assert (settings.total_timeout_s, settings.max_active_per_user, settings.port) == (120, 20, 8000)
+    assert settings.max_streams_per_user == 100
 
 
 def test_one_worker_process_runs_200_agents_at_once_by_default() -> None:
@@ -60,6 +61,8 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_MAX_STEPS", "ten"),
         ("JARVIS_MAX_STEPS", "0"),
         ("JARVIS_MAX_ACTIVE_PER_USER", "1.5"),
+        ("JARVIS_MAX_STREAMS_PER_USER", "0"),
+        ("JARVIS_MAX_STREAMS_PER_USER", "many"),
         ("JARVIS_WORKER_CONCURRENCY", "0"),
         ("PORT", "70000"),
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
