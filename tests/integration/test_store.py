@@ -35,8 +35,8 @@ def running(repository: Repository, user_id: uuid.UUID) -> Agent:
 
 def test_migrations_from_empty_are_idempotent(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    assert upgrade(url) == "0002"
-    assert upgrade(url) == "0002"
+    assert upgrade(url) == "0004"
+    assert upgrade(url) == "0004"
     engine = create_engine(url)
     assert {"users", "agents", "agent_steps"} <= set(inspect(engine).get_table_names())
     engine.dispose()
