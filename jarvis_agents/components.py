@@ -83,6 +83,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.llm.ollama import OllamaChatModel
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.store.outages import OutageTolerantStore
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks import WebhookSender
 
@@ -102,8 +103,10 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         if agent.webhook_url:
             dispatcher.notify(agent.id)
 
+    # An agent's own database calls ride out a database restart (store/outages.py).
+    store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
     executor = Executor(
-        store=repository,
+        store=store,
         model=OllamaChatModel.from_settings(settings),
         tools=tools,
         events=events,
@@ -112,8 +115,8 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         timings=PrometheusTimings(),
     )
     runner = AgentRunner(
-        repository=repository, executor=executor, events=events, dispatcher=dispatcher,
-        settings=settings,
+        repository=repository, store=store, executor=executor, events=events,
+        dispatcher=dispatcher, settings=settings,
     )
     webhooks = WebhookSender(repository=repository, settings=settings)
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis)

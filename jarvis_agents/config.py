@@ -82,6 +82,16 @@ class Settings:
             raise ConfigError(
                 f"JARVIS_SEARCH_BACKEND must be 'searxng' or 'duckduckgo', not {search_backend!r}"
             )
+        heartbeat_interval_s = _float(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0)
+        heartbeat_stale_s = _float(env, "JARVIS_HEARTBEAT_STALE", 30.0)
+        if heartbeat_stale_s <= heartbeat_interval_s:
+            # A heartbeat older than one interval is simply the next one not due yet:
+            # every live agent would be taken over as if its worker had died.
+            raise ConfigError(
+                f"JARVIS_HEARTBEAT_STALE ({heartbeat_stale_s:g} s) must be longer than "
+                f"JARVIS_HEARTBEAT_INTERVAL ({heartbeat_interval_s:g} s); several intervals, "
+                "so that a late heartbeat or a short database outage is not taken for a lost worker"
+            )
         return cls(
             database_url=database_url,
             redis_url=redis_url,
@@ -97,8 +107,8 @@ class Settings:
             port=_int(env, "PORT", 8000, low=1, high=65535),
             model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
             max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
-            heartbeat_interval_s=_float(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0),
-            heartbeat_stale_s=_float(env, "JARVIS_HEARTBEAT_STALE", 30.0),
+            heartbeat_interval_s=heartbeat_interval_s,
+            heartbeat_stale_s=heartbeat_stale_s,
             pending_requeue_s=_float(env, "JARVIS_PENDING_REQUEUE", 60.0),
             shutdown_grace_s=_float(env, "JARVIS_SHUTDOWN_GRACE", 20.0),
             worker_metrics_port=_int(env, "JARVIS_WORKER_METRICS_PORT", 0, low=0, high=65535) or None,
@@ -132,6 +142,13 @@ class Settings:
                 "or use `jarvis-agents up`, which starts one"
             )
         return self.redis_url
+
+    @property
+    def outage_budget_s(self) -> float:
+        """How long a worker retries a database write in place before it gives the
+        attempt up: until about when its last heartbeat would go stale, after which
+        another worker may take the agent over."""
+        return self.heartbeat_stale_s - self.heartbeat_interval_s
 
     @property
     def is_sqlite(self) -> bool:

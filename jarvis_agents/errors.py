@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def first_line(exc: BaseException | None) -> str:
+    """An error's message as one line of a log or of a CLI error: its first line, or
+    its type's name (a database error's message goes on with the SQL and its values)."""
+    text = str(exc or "").strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class JarvisError(Exception):
     """Raised for every failure the system itself recognises; the base of the tree."""
 

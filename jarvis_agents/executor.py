@@ -124,11 +124,17 @@ class Executor:
         self.on_finished = on_finished
         self.timings = timings or _NoTimings()
 
-    def run(self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False) -> Agent | None:
+    def run(
+        self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False,
+        check_status: Callable[[], bool] = lambda: False,
+    ) -> Agent | None:
         """Drive a RUNNING agent owned by `agent.attempt` to its end.
 
         Returns the agent as this attempt left it when it ended it, or None when the
-        agent was cancelled or taken over by another attempt meanwhile.
+        agent was cancelled or taken over by another attempt meanwhile. `should_stop`
+        is the stop signal (a cancel heard, a shutdown); `check_status` says when to
+        read the agent's status from the store before an iteration, in case its
+        cancel was never heard.
         """
         tools = self.tools.subset(agent.tools)
         tool_list = [t for t in (tools.get(n) for n in tools.names()) if t is not None]
@@ -142,11 +148,12 @@ class Executor:
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
         try:
             if state.pending_act is not None:
-                self._observe(agent, tools, state, state.pending_act)
+                self._observe(agent, tools, state, state.pending_act, should_stop)
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
-                # after a cancellation is refused in SQL anyway, so no query is needed here.
-                if should_stop():
+                # after a cancellation is refused in SQL anyway. The read is for a cancel
+                # that was never heard: it saves the model call of one more iteration.
+                if should_stop() or (check_status() and not self._still_owned(agent)):
                     return None
                 if utcnow() >= deadline_at:
                     return self._fail(
@@ -165,6 +172,14 @@ class Executor:
         except (Cancelled, StaleAttempt) as exc:
             log.info("agent %s attempt %s stopped: %s", agent.id, agent.attempt, exc)
             return None
+
+    def _still_owned(self, agent: Agent) -> bool:
+        current = self.store.get(agent.id)
+        if current is not None and current.status is AgentStatus.RUNNING and current.attempt == agent.attempt:
+            return True
+        now = "gone" if current is None else f"{current.status.value} under attempt {current.attempt}"
+        log.info("agent %s attempt %s stopped: the agent is %s", agent.id, agent.attempt, now)
+        return False
 
     # --- one iteration ---------------------------------------------------------------
 
@@ -201,12 +216,12 @@ class Executor:
         act = rows[-1]
         if tools.runs_inline(act.tool or ""):
             # One commit and one publish instead of two: the call is safe to repeat.
-            observation = self._call(tools, act, seq=act.seq + 1)
+            observation = self._call(tools, act, seq=act.seq + 1, should_stop=should_stop)
             self._write(agent, state, [*rows, observation], step_count=act.step + 1)
             state.next_step = act.step + 1
             return None
         self._write(agent, state, rows, step_count=state.next_step + 1)
-        self._observe(agent, tools, state, act)
+        self._observe(agent, tools, state, act, should_stop)
         return None
 
     def _rows(self, state: _State, plan: Action | FinalAnswer, *, planning_ms: int, tools: ToolRegistry) -> list[Step]:
@@ -227,15 +242,18 @@ class Executor:
                              created_at=now, duration_ms=None if rows else planning_ms))
         return rows
 
-    def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step) -> None:
-        observation = self._call(tools, act, seq=state.next_seq)
+    def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step,
+                 should_stop: Callable[[], bool]) -> None:
+        observation = self._call(tools, act, seq=state.next_seq, should_stop=should_stop)
         self._write(agent, state, [observation], step_count=act.step + 1)
         state.next_step = act.step + 1
         state.pending_act = None
 
-    def _call(self, tools: ToolRegistry, act: Step, *, seq: int) -> Step:
-        """Run the ACT's tool; its OBSERVE row, numbered `seq`."""
-        result = tools.call(act.tool or "", act.content)
+    def _call(self, tools: ToolRegistry, act: Step, *, seq: int,
+              should_stop: Callable[[], bool]) -> Step:
+        """Run the ACT's tool; its OBSERVE row, numbered `seq`. Raises Cancelled if the
+        agent is stopped while a blocking tool runs (the tool is abandoned)."""
+        result = tools.call(act.tool or "", act.content, should_stop=should_stop)
         self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
         return Step(
             seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,

@@ -110,6 +110,8 @@ class Agent:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     attempt: int = 0
+    # How many of those attempts ended with their worker lost (a hand-back is not one).
+    losses: int = 0
     task_id: str | None = None
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None

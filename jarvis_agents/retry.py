@@ -16,18 +16,22 @@ Use a policy as an iterator of attempts:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import (
     RetryCallState,
     Retrying,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
     wait_random,
 )
 
-from jarvis_agents.errors import ModelError
+from jarvis_agents.errors import ModelError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +85,60 @@ def model_call_policy(
     )
 
 
-def _log_retry(what: str, attempts: int) -> Callable[[RetryCallState], None]:
+def is_database_outage(exc: BaseException) -> bool:
+    """Whether `exc` is what a database restart or a dropped connection raises.
+
+    SQLAlchemy's OperationalError (refused, reset, "terminating connection due to
+    administrator command", "the database system is starting up", and SQLite's
+    "database is locked") and InterfaceError ("connection already closed"), or any
+    error that invalidated its connection. Not an IntegrityError or a bad value: the
+    statement itself was refused, and would be again.
+    """
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def database_outage_policy(
+    budget_s: float, *, sleep: Sleep = time.sleep, what: str = "database call"
+) -> Retrying:
+    """Retry one database call of a running agent through an outage, for `budget_s` in all.
+
+    For the calls of an agent's own attempt (store/outages.py), whose every write is
+    safe to repeat under its attempt guard. Backoff doubles from 0.1 s up to 2 s, plus
+    up to 0.1 s of jitter: a server back from a restart is found within ~2 s, and a
+    worker's 200 agents do not reconnect in lock-step. `budget_s` ends a longer outage
+    before another worker may take the agent over (Settings.outage_budget_s).
+    """
+    return Retrying(
+        stop=stop_after_delay(budget_s),
+        wait=wait_exponential(multiplier=0.1, max=2.0) + wait_random(0, 0.1),
+        retry=retry_if_exception(is_database_outage),
+        reraise=True,
+        sleep=sleep,
+        before_sleep=_log_retry(what, None),
+    )
+
+
+def _log_retry(what: str, attempts: int | None) -> Callable[[RetryCallState], None]:
     # tenacity's before_sleep_log names the wrapped function, which an iterated
     # Retrying does not have ("Retrying <unknown> …"); say what is being retried.
+    # A policy bounded by time (attempts None) says so once, then only at DEBUG: an
+    # outage would otherwise log a line per agent per backoff.
     def log(state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome is not None else None
         wait_s = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.warning(
-            "%s failed (attempt %d of %d): %s; retrying in %.2f s",
-            what, state.attempt_number, attempts, failure, wait_s,
+        if attempts is not None:
+            logger.warning(
+                "%s failed (attempt %d of %d): %s; retrying in %.2f s",
+                what, state.attempt_number, attempts, failure, wait_s,
+            )
+            return
+        logger.log(
+            logging.WARNING if state.attempt_number == 1 else logging.DEBUG,
+            "%s failed (attempt %d): %s; retrying in %.2f s", what, state.attempt_number,
+            first_line(failure), wait_s,
         )
 
     return log
+

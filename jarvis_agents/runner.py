@@ -3,27 +3,38 @@
 One AgentRunner lives in each worker process. Besides running agents it keeps
 three small threads: a heartbeat that marks this process's agents alive (the model
 call cannot block it), a listener for cancellations published on Redis, and a
-sweeper that re-enqueues agents whose worker died (stale heartbeat) and agents
-whose enqueue failed while the broker was down.
+sweeper that re-enqueues agents whose worker died (stale heartbeat) or handed them
+back, and agents whose enqueue failed while the broker was down.
+
+An agent's own database calls ride out a database restart in place (store/outages.py);
+the heartbeat and the sweeper just try again on their next round. A sweeper that has
+just seen the database fail judges no heartbeat for a few intervals after: every
+worker's heartbeats failed during the outage too, and need an interval to resume.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
+import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from jarvis_agents.config import Settings
+from jarvis_agents.errors import DependencyUnavailable, first_line
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
 from jarvis_agents.executor import Executor
-from jarvis_agents.lifecycle import AgentStatus, StopReason, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
+from jarvis_agents.retry import is_database_outage
 from jarvis_agents.service import Dispatcher
+from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -32,6 +43,21 @@ log = logging.getLogger(__name__)
 # wake it, a Celery revoke (a set in the worker). A revoke always follows the cancel
 # published on Redis, which wakes the call at once; this only bounds the fallback.
 REVOKE_POLL_S = 1.0
+# How long an agent goes on without reading its status from the database while the
+# cancel listener is connected but has heard no cancel (of any agent) for as long:
+# a cancel and its revoke can both be lost (published while Redis restarted).
+STATUS_CHECK_S = 10.0
+# Heartbeat intervals after the database last failed here during which the sweeper
+# takes no heartbeat for stale: live workers need about one to beat again.
+OUTAGE_GRACE_INTERVALS = 3
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One attempt running in this process: its cancel flag and its stop signal."""
+
+    cancelled: threading.Event
+    signal: StopSignal
 
 
 class AgentRunner:
@@ -39,20 +65,32 @@ class AgentRunner:
         self,
         *,
         repository: Repository,
+        store: OutageTolerantStore,
         executor: Executor,
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
     ) -> None:
+        # The heartbeat and the sweeper use the repository; an agent's own calls go
+        # through `store`, which retries them through a database outage.
         self.repository = repository
+        self.store = store
         self.executor = executor
         self.events = events
         self.dispatcher = dispatcher
         self.settings = settings
-        self._running: dict[uuid.UUID, tuple[int, threading.Event, StopSignal]] = {}
+        # By (agent, attempt): a duplicate delivery that takes the agent over on this
+        # very worker must not lose its entry when the superseded attempt ends.
+        self._running: dict[tuple[uuid.UUID, int], _Run] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
+        # The cancel listener: whether it is subscribed, how often it (re)connected,
+        # and when it last heard a cancel (time.monotonic()).
+        self._listening = threading.Event()
+        self._listener_connects = 0
+        self._cancel_heard_at = -math.inf
 
     # --- one agent -------------------------------------------------------------------
 
@@ -61,38 +99,39 @@ class AgentRunner:
         """Run the agent if this call may own it; a no-op for a duplicate delivery."""
         # The claim first: it is the common case, and its compare-and-set needs no
         # read before it. Only when it fails does the agent's status say why.
-        agent = self.repository.claim(agent_id, task_id=task_id)
+        agent = self.store.claim(agent_id, task_id=task_id)
         if agent is not None:
             self.events.publish_steps(agent, (), status=True)  # RUNNING, off this thread
         else:
-            current = self.repository.get(agent_id)
+            current = self.store.get(agent_id)
             if current is None:
                 log.warning("agent %s does not exist; dropping its task", agent_id)
                 return
             if current.status is not AgentStatus.RUNNING:
                 return  # ended (a late redelivery), or cancelled before it started
-            agent = self._take_over(current.id, current.attempt, task_id)
+            agent = self._take_over(current, task_id)
             if agent is None:
                 return  # alive elsewhere: a redelivery of a task still running
-        flag = threading.Event()
+        cancelled = threading.Event()
         # cancel_local and the shutdown wake it; only a revoke has to be polled for.
-        signal = StopSignal(flag.is_set, self._stopping.is_set, is_revoked, poll_s=REVOKE_POLL_S)
+        signal = StopSignal(cancelled.is_set, self._stopping.is_set, is_revoked, poll_s=REVOKE_POLL_S)
+        key = (agent.id, agent.attempt)
         with self._lock:
-            self._running[agent.id] = (agent.attempt, flag, signal)
+            self._running[key] = _Run(cancelled, signal)
         token = current_agent_id.set(str(agent.id))
         log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
-            ended = self.executor.run(agent, should_stop=signal)
+            ended = self.executor.run(agent, should_stop=signal, check_status=self._status_checks())
             if ended is not None:
                 log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
         finally:
             with self._lock:
-                self._running.pop(agent.id, None)
+                self._running.pop(key, None)
             current_agent_id.reset(token)
-            if self._stopping.is_set() and not flag.is_set():
+            if self._stopping.is_set() and not cancelled.is_set():
                 # Shutting down past the grace period: hand the agent back now rather
                 # than after the heartbeat goes stale, so another worker resumes it.
-                self.repository.release(agent.id, agent.attempt)
+                self._hand_back(agent)
 
     def begin_shutdown(self, grace_s: float) -> None:
         """Let running agents finish for `grace_s`, then stop them and hand them back."""
@@ -103,48 +142,90 @@ class AgentRunner:
     def _stop_all(self) -> None:
         self._stopping.set()
         with self._lock:
-            signals = [signal for _, _, signal in self._running.values()]
+            signals = [run.signal for run in self._running.values()]
         for signal in signals:
             signal.wake()
 
-    def _take_over(self, agent_id: uuid.UUID, attempt: int, task_id: str | None) -> Any:
+    def _hand_back(self, agent: Agent) -> None:
+        """Release the agent (not a lost worker: nothing is counted) and queue it again."""
+        if not self.store.release(agent.id, agent.attempt):
+            return  # it ended, or was cancelled or taken over, meanwhile
+        try:
+            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}")
+        except DependencyUnavailable as exc:
+            log.warning("agent %s handed back; a sweep will queue it (%s)", agent.id, exc)
+            return
+        log.info("agent %s handed back for another worker (attempt %s)", agent.id, agent.attempt)
+
+    def _take_over(self, current: Agent, task_id: str | None) -> Agent | None:
+        """Supersede the agent's attempt if it is gone; FAILED once too many were lost.
+
+        Whether it is gone is decided in SQL, by the compare-and-set: a heartbeat
+        older than the staleness, or none (handed back, which costs nothing).
+        """
         stale_before = utcnow() - timedelta(seconds=self.settings.heartbeat_stale_s)
-        if attempt >= self.settings.max_attempts:
-            current = self.repository.get(agent_id)
-            if current is None or current.heartbeat_at and current.heartbeat_at >= stale_before:
-                return None
-            failed = current.with_failed(
-                f"the agent's worker was lost {attempt} times (the limit is "
-                f"{self.settings.max_attempts}); giving up",
-                stop_reason=StopReason.WORKER_LOST,
-            )
-            if self.repository.transition(
-                agent_id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=attempt,
-                error=failed.error, stop_reason=failed.stop_reason,
-                completed_at=failed.completed_at, now=failed.updated_at,
-            ):
-                self.events.publish_status(failed)
-                if failed.webhook_url:
-                    self.dispatcher.notify(agent_id)
+        if current.heartbeat_at is not None and current.losses + 1 >= self.settings.max_attempts:
+            self._give_up(current, stale_before)
             return None
-        agent = self.repository.take_over(
-            agent_id, attempt=attempt, stale_before=stale_before, task_id=task_id
+        agent = self.store.take_over(
+            current.id, attempt=current.attempt, stale_before=stale_before, task_id=task_id
         )
         if agent is not None:
-            log.info("agent %s resumed by attempt %s", agent_id, agent.attempt)
+            why = "a lost worker" if agent.losses > current.losses else "a hand-back"
+            log.info("agent %s resumed by attempt %s after %s", agent.id, agent.attempt, why)
         return agent
+
+    def _give_up(self, current: Agent, stale_before: datetime) -> None:
+        """FAILED with `worker_lost`, if the attempt's heartbeat is stale (in the SQL)."""
+        lost = current.losses + 1
+        failed = replace(current.with_failed(
+            f"the agent's worker was lost {lost} times (the limit is "
+            f"{self.settings.max_attempts}); giving up",
+            stop_reason=StopReason.WORKER_LOST,
+        ), losses=lost)
+        if self.store.transition(
+            current.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=current.attempt,
+            heartbeat_before=stale_before, losses=lost, error=failed.error,
+            stop_reason=failed.stop_reason, completed_at=failed.completed_at,
+            now=failed.updated_at,
+        ):
+            self.events.publish_status(failed)
+            if failed.webhook_url:
+                self.dispatcher.notify(current.id)
+
+    def _status_checks(self) -> Callable[[], bool]:
+        """For one attempt: whether to read its status from the database before the
+        next iteration, in case both its cancel and its revoke were lost.
+
+        Not while the cancel listener, still on the connection it had at the last
+        look, has heard a cancel within STATUS_CHECK_S (cancels flow) or the last
+        look is that recent; every iteration while it is disconnected.
+        """
+        last_look = time.monotonic()
+        connects = self._listener_connects
+
+        def due() -> bool:
+            nonlocal last_look, connects
+            now = time.monotonic()
+            listening = self._listening.is_set() and self._listener_connects == connects
+            if listening and min(now - last_look, now - self._cancel_heard_at) < STATUS_CHECK_S:
+                return False
+            last_look, connects = now, self._listener_connects
+            return True
+
+        return due
 
     def active(self) -> int:
         with self._lock:
             return len(self._running)
 
     def cancel_local(self, agent_id: uuid.UUID) -> None:
+        """Stop every attempt of the agent running here, now."""
         with self._lock:
-            entry = self._running.get(agent_id)
-        if entry is not None:
-            _, flag, signal = entry
-            flag.set()
-            signal.wake()
+            runs = [run for (running_id, _), run in self._running.items() if running_id == agent_id]
+        for run in runs:
+            run.cancelled.set()
+            run.signal.wake()
 
     # --- background threads ----------------------------------------------------------
 
@@ -169,63 +250,94 @@ class AgentRunner:
     def _heartbeat_loop(self) -> None:
         while not self._stopping.wait(self.settings.heartbeat_interval_s):
             with self._lock:
-                owned = [(agent_id, attempt) for agent_id, (attempt, _, _) in self._running.items()]
+                owned = list(self._running)
             try:
                 self.repository.heartbeat(owned)
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
-                log.warning("heartbeat failed: %s", exc)
+                self._failed("heartbeat", exc)
 
     def _sweep_loop(self) -> None:
         while not self._stopping.wait(self.settings.heartbeat_interval_s):
             try:
                 self.sweep()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
-                log.warning("sweep failed: %s", exc)
+                self._failed("sweep", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        if is_database_outage(exc):
+            self._database_failed_at = time.monotonic()
+        log.warning("%s failed: %s", what, first_line(exc))
 
     def sweep(self) -> int:
-        """Re-enqueue agents whose worker died or whose enqueue was lost; returns how many."""
+        """Queue again the agents whose attempt is gone or whose message may be lost.
+
+        Each agent is claimed in SQL before its enqueue, once per period, however many
+        workers sweep at once (Repository.requeue_*). Returns how many were queued.
+        """
         count = 0
-        stale_before = utcnow() - timedelta(seconds=self.settings.heartbeat_stale_s)
-        for agent in self.repository.stale_running(stale_before):
-            with self._lock:
-                if agent.id in self._running:
-                    continue
-            log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent.id, agent.attempt)
-            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}")
-            count += 1
-        for agent in self.repository.unqueued_pending():
-            task_id = str(agent.id)
-            if self.repository.mark_enqueued(agent.id, task_id):
-                self.dispatcher.enqueue(agent.id, task_id=task_id)
+        now = utcnow()
+        stale_before = now - timedelta(seconds=self.settings.heartbeat_stale_s)
+        outage_grace_s = OUTAGE_GRACE_INTERVALS * self.settings.heartbeat_interval_s
+        if time.monotonic() - self._database_failed_at >= outage_grace_s:
+            for agent_id, attempt, handed_back in self.repository.requeue_stale_running(
+                stale_before=stale_before
+            ):
+                if handed_back:
+                    log.info("agent %s was handed back (attempt %s); re-enqueueing", agent_id, attempt)
+                else:
+                    log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
+                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}")
                 count += 1
         # A message prefetched by a worker that was then killed is gone with it (agent
-        # runs have no unacked bookkeeping in Redis: workers.broker). Re-enqueue PENDING
-        # agents that have waited long; the claim's compare-and-set makes duplicates no-ops.
-        pending_before = utcnow() - timedelta(seconds=self.settings.pending_requeue_s)
-        for agent in self.repository.stale_pending(pending_before):
-            if self.repository.touch_pending(agent):
-                log.warning("agent %s waited %s s in the queue; re-enqueueing",
-                            agent.id, self.settings.pending_requeue_s)
-                self.dispatcher.enqueue(agent.id, task_id=str(agent.id))
-                count += 1
+        # runs have no unacked bookkeeping in Redis: workers.broker), and one whose
+        # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
+        # a no-op.
+        pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
+        claimed = self.repository.requeue_pending(untouched_before=pending_before)
+        for done, (agent_id, task_id) in enumerate(claimed):
+            try:
+                self.dispatcher.enqueue(agent_id, task_id=task_id)
+            except DependencyUnavailable:
+                for unsent, _ in claimed[done:]:
+                    self.repository.forget_task(unsent)  # for the next sweep
+                raise
+            log.info("agent %s was not on the queue or waited long; re-enqueued", agent_id)
+            count += 1
         return count
 
     def _listen(self, redis_client: Any) -> None:
-        """Set the stop flag of an agent running here as soon as its cancel is published."""
+        """Set the stop flag of an agent running here as soon as its cancel is published.
+
+        A cancel published while the listener was not subscribed is never heard:
+        after any (re)connection the running agents read their status once
+        (`_status_checks`), and while it is down, before every iteration.
+        """
         while not self._stopping.is_set():
             pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(CONTROL_CHANNEL)
+                # redis-py reconnects and subscribes again by itself inside get_message:
+                # its connect callback is how a gap shows.
+                pubsub.connection.register_connect_callback(self._listener_connected)
+                self._listener_connected(pubsub.connection)
                 while not self._stopping.is_set():
                     raw = pubsub.get_message(timeout=1.0)
                     if raw is None:
                         continue
                     message = decode(raw["channel"], raw["data"])
                     if message is not None and message.kind == "cancel":
+                        self._cancel_heard_at = time.monotonic()
                         self.cancel_local(uuid.UUID(message.data["agent_id"]))
             except Exception as exc:  # noqa: BLE001 - Redis restarts; reconnect
+                self._listening.clear()
                 log.warning("cancel listener lost Redis (%s); reconnecting", exc)
                 self._stopping.wait(1.0)
             finally:
+                if pubsub.connection is not None:  # it goes back to the pool, to other users
+                    pubsub.connection.deregister_connect_callback(self._listener_connected)
                 with contextlib.suppress(Exception):  # closing a dead connection may fail
                     pubsub.close()
+
+    def _listener_connected(self, _connection: Any) -> None:
+        self._listener_connects += 1
+        self._listening.set()

@@ -40,13 +40,18 @@ def create_celery(settings: Settings) -> Celery:
         accept_content=["json"],
         task_ignore_result=True,
         task_default_queue=QUEUE,
-        # A task is acknowledged when it ends; a warm shutdown hands back what it
-        # never started. An agent whose worker died is queued again by the sweeper
-        # from its row (workers.broker: no Redis bookkeeping for agent runs), and the
-        # attempt check in SQL makes any second delivery harmless.
+        # A task is acknowledged when it ends (an agent run: when it starts, see
+        # workers.tasks); a warm shutdown hands back what it never started. An agent
+        # whose worker died is queued again by the sweeper from its row
+        # (workers.broker: no Redis bookkeeping for agent runs), and the attempt check
+        # in SQL makes any second delivery harmless.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # A worker takes a message only when a thread is free for it: with agent runs
+        # acknowledged as they start, the prefetch count alone would let a busy worker
+        # hold as many again waiting, out of reach of idle workers.
+        worker_disable_prefetch=True,
         worker_pool="threads",
         worker_concurrency=settings.worker_concurrency,
         worker_hijack_root_logger=False,

@@ -1,12 +1,16 @@
 """`jarvis-agents worker`: a small supervisor around one Celery worker process.
 
-Why a supervisor: with kombu 5.7 and redis-py 8, a Redis restart while a task is
-unacknowledged crashes the Celery consumer (`'NoneType' object has no attribute
-'hostname'` in kombu's restore_unacked) and the worker exits once its running
-tasks finish. Agents are never lost to that (they are resumed from the database),
-but a worker that does not come back is an outage. The supervisor restarts the
-Celery process whenever it exits on its own, with a capped backoff, and passes
-SIGTERM/SIGINT through for a warm shutdown.
+Why a supervisor: with kombu 5.7 and redis-py 8, a Redis restart while a message is
+received and unacknowledged crashes the Celery consumer (`'NoneType' object has no
+attribute 'hostname'` in kombu's restore_unacked, once the connection is closed).
+Agent runs are acknowledged as they start (workers.tasks) and no message is taken
+before a thread is free for it (workers.celery_app), so a restart under running
+agents finds nothing to restore and the consumer reconnects. Should it crash all the
+same (a message received in the instant Redis went away, or another task's), the
+worker stops warmly: its running agents end first, nothing is lost or counted, and
+the process exits. A worker that does not come back is an outage, so the supervisor
+restarts the Celery process whenever it exits on its own, with a capped backoff, and
+passes SIGTERM/SIGINT through for a warm shutdown.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from jarvis_agents.errors import DependencyUnavailable
+from jarvis_agents.errors import DependencyUnavailable, first_line
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # A pooled PostgreSQL connection idle for longer than this is pinged before use.
@@ -96,7 +96,7 @@ def check_idle(dialect: Dialect, dbapi_connection: Any, idle_since: float) -> No
     try:
         dialect.do_ping(dbapi_connection)
     except dialect.loaded_dbapi.Error as exc:
-        raise DisconnectionError(f"a pooled connection was dead: {_first_line(exc)}") from exc
+        raise DisconnectionError(f"a pooled connection was dead: {first_line(exc)}") from exc
 
 
 def _has_input(dbapi_connection: Any) -> bool:
@@ -152,7 +152,7 @@ def upgrade(database_url: str) -> str:
     except OperationalError as exc:
         raise DependencyUnavailable(
             f"cannot reach the database at {make_url(database_url).render_as_string()}: "
-            f"{_first_line(exc.orig)}"
+            f"{first_line(exc.orig)}"
         ) from None
     finally:
         engine.dispose()
@@ -160,8 +160,3 @@ def upgrade(database_url: str) -> str:
 
 def is_migrated(engine: Engine) -> bool:
     return inspect(engine).has_table("agents")
-
-
-def _first_line(exc: BaseException | None) -> str:
-    text = str(exc or "").strip()
-    return text.splitlines()[0] if text else type(exc).__name__

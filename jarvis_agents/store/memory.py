@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from jarvis_agents.errors import StaleAttempt
@@ -50,12 +51,17 @@ class MemoryStore:
 
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, *,
-        attempt: int | None = None, steps: Sequence[Step] = (), **fields: Any,
+        attempt: int | None = None, heartbeat_before: datetime | None = None,
+        steps: Sequence[Step] = (), **fields: Any,
     ) -> bool:
         check_transition(expected, new)
         with self._lock:
             agent = self.agents[agent_id]
             if agent.status is not expected or (attempt is not None and agent.attempt != attempt):
+                return False
+            if heartbeat_before is not None and not (
+                agent.heartbeat_at is not None and agent.heartbeat_at < heartbeat_before
+            ):
                 return False
             now = fields.pop("now", None) or utcnow()
             if new.is_terminal:

@@ -97,6 +97,9 @@ class AgentRow(Base):
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Execution bookkeeping: which attempt owns the agent, and whether it is alive.
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    # The attempts whose worker was lost: what JARVIS_MAX_ATTEMPTS counts. `attempt`
+    # also counts a take-over after a graceful hand-back (heartbeat_at NULL).
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     task_id: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))

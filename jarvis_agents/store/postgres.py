@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Executable, event
@@ -27,8 +28,9 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.pool import PoolProxiedConnection
 
+from jarvis_agents.errors import first_line
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
-from jarvis_agents.store.database import _first_line, check_idle, make_engine
+from jarvis_agents.store.database import check_idle, make_engine
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow
 
 T = TypeVar("T")
@@ -399,7 +401,9 @@ class PostgresStatements:
         row = _once_more_if_dropped(run)
         return _agent_row(row)
 
-    def claim(self, agent_id: uuid.UUID, *, task_id: str | None) -> dict[str, Any] | None:
+    def claim(
+        self, agent_id: uuid.UUID, *, task_id: str | None, now: datetime
+    ) -> dict[str, Any] | None:
         """The claim's compare-and-set; the agent's row when it won, None otherwise.
 
         Its commit does not wait for the WAL to reach the disk (0.7 ms of the claim's
@@ -409,7 +413,7 @@ class PostgresStatements:
         the agent is PENDING again with nothing of the attempt kept, its later writes
         are refused by their guard, and the sweeper queues it again.
         """
-        params = {"id": agent_id, "task_id": task_id, "now": utcnow()}
+        params = {"id": agent_id, "task_id": task_id, "now": now}
         with self.cursor() as cursor:
             # Two statements in one simple query: one implicit transaction, one round trip.
             cursor.execute("SET LOCAL synchronous_commit = off; " + _CLAIM, params)
@@ -481,24 +485,28 @@ class PostgresStatements:
             # Nothing ran (autocommit): the statement went to a backend that never
             # prepared it. Prepared statements cannot work here; stop using them.
             log.warning("the database lost a prepared statement (%s); a connection "
-                        "pooler in transaction mode? Sending plain SQL from now on", _first_line(exc))
+                        "pooler in transaction mode? Sending plain SQL from now on", first_line(exc))
             self.prepared_statements = False
             return False
         return True
 
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
-        attempt: int | None, steps: Sequence[Step],
+        attempt: int | None, heartbeat_before: datetime | None, steps: Sequence[Step],
     ) -> bool:
-        """Compare-and-set the agent's row to `values` and write `steps` if it won."""
+        """Compare-and-set the agent's row to `values` and write `steps` if it won
+        (`attempt` and `heartbeat_before` as in Repository.transition)."""
         # Column names come from the table (an unknown one is a KeyError), values are bound.
         sets = ", ".join(f"{agents.c[name].name} = %(set_{name})s" for name in values)
         guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(expected)s"
         if attempt is not None:
             guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
+        if heartbeat_before is not None:
+            guard += " AND heartbeat_at < %(heartbeat_before)s"
         guard += " RETURNING id"
         params = {f"set_{name}": value for name, value in values.items()}
-        params.update(id=agent_id, expected=expected.value, attempt=attempt or 0)
+        params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
+                      heartbeat_before=heartbeat_before)
         return self._guarded_steps(_GUARDED_STEPS.format(guard=guard), params, steps)
 
     def _guarded_steps(self, sql: str, params: dict[str, Any], steps: Sequence[Step]) -> bool:

@@ -18,14 +18,18 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Engine,
     Executable,
+    String,
     and_,
+    case,
+    cast,
     func,
     insert,
     literal_column,
@@ -211,13 +215,16 @@ class Repository:
         new: AgentStatus,
         *,
         attempt: int | None = None,
+        heartbeat_before: datetime | None = None,
         steps: Sequence[Step] = (),
         **fields: Any,
     ) -> bool:
         """Compare-and-set the status; True when this call won.
 
-        With `attempt`, only that execution attempt may make the change. `steps`
-        are written in the same transaction, only if the change won.
+        With `attempt`, only that execution attempt may make the change; with
+        `heartbeat_before`, only while its heartbeat is older than that (a worker
+        lost: not one alive, nor an attempt handed back, whose heartbeat is NULL).
+        `steps` are written in the same transaction, only if the change won.
         """
         check_transition(expected, new)
         now = fields.pop("now", None) or utcnow()
@@ -227,10 +234,13 @@ class Repository:
         if isinstance(values.get("stop_reason"), StopReason):
             values["stop_reason"] = values["stop_reason"].value
         if steps and self._pg is not None:
-            return self._pg.transition(agent_id, expected, values, attempt=attempt, steps=steps)
+            return self._pg.transition(agent_id, expected, values, attempt=attempt,
+                                       heartbeat_before=heartbeat_before, steps=steps)
         condition = [agents.c.id == agent_id, agents.c.status == expected.value]
         if attempt is not None:
             condition.append(agents.c.attempt == attempt)
+        if heartbeat_before is not None:
+            condition.append(agents.c.heartbeat_at < heartbeat_before)
         statement = update(agents).where(*condition).values(**values)
         with (self.engine.begin() if steps else self._one_statement()) as conn:
             won = conn.execute(statement).rowcount == 1
@@ -238,12 +248,17 @@ class Repository:
                 conn.execute(insert(steps_table), _step_values(agent_id, attempt or 0, steps))
         return won
 
-    def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
-        """PENDING → RUNNING under a new attempt; None when someone else got there first."""
+    def claim(
+        self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None
+    ) -> Agent | None:
+        """PENDING → RUNNING under a new attempt; None when someone else got there first.
+
+        `now` becomes its started_at (if first), heartbeat_at and updated_at.
+        """
+        now = now or utcnow()
         if self._pg is not None:
-            claimed = self._pg.claim(agent_id, task_id=task_id)
+            claimed = self._pg.claim(agent_id, task_id=task_id, now=now)
             return _agent(claimed) if claimed else None
-        now = utcnow()
         with self._one_statement() as conn:
             row = conn.execute(
                 update(agents)
@@ -259,10 +274,11 @@ class Repository:
 
     def take_over(
         self, agent_id: uuid.UUID, *, attempt: int, stale_before: datetime,
-        task_id: str | None = None,
+        task_id: str | None = None, now: datetime | None = None,
     ) -> Agent | None:
-        """Supersede a RUNNING attempt whose heartbeat stopped; None if it is alive or gone."""
-        now = utcnow()
+        """Supersede a RUNNING attempt whose heartbeat stopped or that was handed back;
+        None if it is alive or gone. Only a stopped heartbeat counts as a loss."""
+        now = now or utcnow()
         with self._one_statement() as conn:
             row = conn.execute(
                 update(agents)
@@ -272,7 +288,11 @@ class Repository:
                     agents.c.attempt == attempt,
                     or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
                 )
-                .values(attempt=attempt + 1, heartbeat_at=now, updated_at=now, task_id=task_id)
+                .values(
+                    attempt=attempt + 1, heartbeat_at=now, updated_at=now, task_id=task_id,
+                    # A hand-back (release) left heartbeat_at NULL: not a loss.
+                    losses=agents.c.losses + case((agents.c.heartbeat_at.is_(None), 0), else_=1),
+                )
                 .returning(*AGENT_READ)
             ).mappings().first()
         return _agent(row) if row else None
@@ -322,46 +342,73 @@ class Repository:
                 .values(task_id=None)
             )
 
-    def unqueued_pending(self, *, limit: int = 100) -> list[Agent]:
-        rows = self._read(
-            select(*AGENT_READ)
-            .where(agents.c.status == AgentStatus.PENDING.value, agents.c.task_id.is_(None))
-            .order_by(agents.c.created_at)
+    def requeue_pending(self, *, untouched_before: datetime, limit: int = 100) -> list[tuple[uuid.UUID, str]]:
+        """Claim the PENDING agents to put on the queue again: (id, task id) of each.
+
+        Those not on it (their enqueue failed: task_id NULL) and those untouched since
+        `untouched_before` (their message may have died with a worker that had
+        prefetched it). Each is claimed once per period, however many sweepers run at
+        once (see `_claim_for_requeue`); the task id is the one it keeps or is given.
+        """
+        def condition(table: Any) -> tuple[ColumnElement[bool], ...]:
+            return (
+                table.c.status == AgentStatus.PENDING.value,
+                or_(table.c.task_id.is_(None), table.c.updated_at < untouched_before),
+            )
+
+        # A task id of its own when it has none; the same text the sweeper enqueues with.
+        rows = self._claim_for_requeue(
+            condition, limit, task_id=func.coalesce(agents.c.task_id, cast(agents.c.id, String)))
+        return [(row["id"], row["task_id"]) for row in rows]
+
+    def requeue_stale_running(
+        self, *, stale_before: datetime, limit: int = 100
+    ) -> list[tuple[uuid.UUID, int, bool]]:
+        """Claim the RUNNING agents whose attempt is gone: (id, attempt, whether it was
+        handed back rather than lost) of each.
+
+        A heartbeat older than `stale_before`, or none (handed back, which the worker
+        that did it enqueues itself), and no sweep claimed it since `stale_before`
+        either: one enqueue per agent per staleness period, however many sweepers run.
+        """
+        def condition(table: Any) -> tuple[ColumnElement[bool], ...]:
+            return (
+                table.c.status == AgentStatus.RUNNING.value,
+                or_(table.c.heartbeat_at.is_(None), table.c.heartbeat_at < stale_before),
+                table.c.updated_at < stale_before,
+            )
+
+        rows = self._claim_for_requeue(condition, limit)
+        return [(row["id"], row["attempt"], row["heartbeat_at"] is None) for row in rows]
+
+    def _claim_for_requeue(
+        self, condition: Callable[[Any], tuple[ColumnElement[bool], ...]], limit: int,
+        **values: Any,
+    ) -> Sequence[RowMapping]:
+        """Stamp updated_at (and `values`) on up to `limit` agents meeting `condition`
+        (of a table or its alias), in one statement; the rows it stamped.
+
+        Sweepers race: on PostgreSQL the candidates are locked SKIP LOCKED (a row
+        another sweeper holds is its own) and the condition is tested again on the
+        row as locked, so a row another sweeper stamped meanwhile no longer meets it.
+        SQLite runs one writer at a time.
+        """
+        candidate = agents.alias("candidate")
+        mine = (
+            select(candidate.c.id)
+            .where(*condition(candidate))
+            .order_by(candidate.c.updated_at)
             .limit(limit)
+            .with_for_update(skip_locked=True)
         )
-        return [_agent(row) for row in rows]
-
-    def stale_pending(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
-        """PENDING agents untouched since `stale_before`: their message may be lost."""
-        rows = self._read(
-            select(*AGENT_READ)
-            .where(agents.c.status == AgentStatus.PENDING.value, agents.c.updated_at < stale_before)
-            .order_by(agents.c.updated_at)
-            .limit(limit)
+        statement = (
+            update(agents)
+            .where(agents.c.id.in_(mine), *condition(agents))
+            .values(updated_at=utcnow(), **values)
+            .returning(agents.c.id, agents.c.attempt, agents.c.task_id, agents.c.heartbeat_at)
         )
-        return [_agent(row) for row in rows]
-
-    def touch_pending(self, agent: Agent) -> bool:
-        """Claim the right to re-enqueue a PENDING agent once (CAS on updated_at)."""
         with self._one_statement() as conn:
-            return conn.execute(
-                update(agents)
-                .where(agents.c.id == agent.id, agents.c.status == AgentStatus.PENDING.value,
-                       agents.c.updated_at == agent.updated_at)
-                .values(updated_at=utcnow(), task_id=str(agent.id))
-            ).rowcount == 1
-
-    def mark_enqueued(self, agent_id: uuid.UUID, task_id: str) -> bool:
-        with self._one_statement() as conn:
-            return conn.execute(
-                update(agents)
-                .where(
-                    agents.c.id == agent_id,
-                    agents.c.status == AgentStatus.PENDING.value,
-                    agents.c.task_id.is_(None),
-                )
-                .values(task_id=task_id)
-            ).rowcount == 1
+            return conn.execute(statement).mappings().all()
 
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
         if self._pg is not None:
@@ -391,26 +438,19 @@ class Repository:
             ).rowcount
 
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
-        """Give up a RUNNING agent this attempt owns: the next sweep resumes it elsewhere."""
+        """Hand back a RUNNING agent this attempt owns, for another worker to resume.
+
+        Its heartbeat becomes NULL: whoever takes it over next counts no lost worker.
+        The caller enqueues it; a sweep does, one staleness period later, if that failed.
+        """
+        now = utcnow()
         with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
                 .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
                        agents.c.attempt == attempt)
-                .values(heartbeat_at=None)
+                .values(heartbeat_at=None, updated_at=now)
             ).rowcount == 1
-
-    def stale_running(self, stale_before: datetime, *, limit: int = 100) -> list[Agent]:
-        rows = self._read(
-            select(*AGENT_READ)
-            .where(
-                agents.c.status == AgentStatus.RUNNING.value,
-                or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
-            )
-            .order_by(agents.c.heartbeat_at)
-            .limit(limit)
-        )
-        return [_agent(row) for row in rows]
 
     def status_counts(self) -> dict[str, int]:
         rows = self._read(
@@ -446,7 +486,8 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "tools": list(agent.tools) if agent.tools is not None else None,
         "webhook_url": agent.webhook_url, "created_at": agent.created_at,
         "updated_at": agent.updated_at or agent.created_at, "started_at": agent.started_at,
-        "completed_at": agent.completed_at, "attempt": agent.attempt, "task_id": agent.task_id,
+        "completed_at": agent.completed_at, "attempt": agent.attempt, "losses": agent.losses,
+        "task_id": agent.task_id,
         "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
         "request_hash": agent.request_hash,
     }
@@ -462,7 +503,7 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         webhook_url=row["webhook_url"], created_at=_aware(row["created_at"]),
         updated_at=_aware(row["updated_at"]), started_at=_aware(row["started_at"]),
         completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
-        task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
+        losses=row["losses"], task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
         idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
     )
 

@@ -3,6 +3,11 @@
 `ToolRegistry.call` never raises for anything a tool does. An unknown name, a
 ToolError, any other exception and a tool that hangs all come back as a ToolResult
 with `ok=False` and a sentence the model can act on, so the ReACT loop goes on.
+What it raises is the caller's own stop: Cancelled when the agent is stopped while a
+blocking tool runs. The wait wakes on the agent's StopSignal and the tool's thread is
+abandoned, its request left to end on its own timeout: a thread blocked in a socket
+read cannot be interrupted from outside, and an HTTP request on a shared pool's
+connection offers no handle to cut it with.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from importlib import metadata
 from types import TracebackType
@@ -20,7 +26,8 @@ from typing import Self
 import httpx
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import ToolError
+from jarvis_agents.errors import Cancelled, ToolError
+from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.tools.base import Tool, ToolContext
 from jarvis_agents.tools.builtin.calculate import CalculateTool
 from jarvis_agents.tools.builtin.get_time import GetTimeTool
@@ -31,6 +38,9 @@ from jarvis_agents.tools.http import make_http_client
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "jarvis_agents.tools"
+# How often a wait on a blocking tool looks at a stop condition that does not wake it
+# (a plain callable, or a StopSignal's polled conditions: see its poll_s).
+STOP_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,14 @@ class ToolRegistry:
 
     # --- calling ------------------------------------------------------------------
 
-    def call(self, name: str, tool_input: str) -> ToolResult:
-        """Run one tool with the registry's limits; never raises for the tool's failures."""
+    def call(
+        self, name: str, tool_input: str, *, should_stop: Callable[[], bool] | None = None
+    ) -> ToolResult:
+        """Run one tool with the registry's limits; never raises for the tool's failures.
+
+        Raises Cancelled when `should_stop` turns true while a blocking tool runs (a
+        StopSignal's wake() is seen at once).
+        """
         started = time.perf_counter()
         tool = self.get(name)
         if tool is None:
@@ -128,7 +144,7 @@ class ToolRegistry:
                 "Reply with one of these names in ACTION."
             )
             return self._result(content, ok=False, tool=None, started=started)
-        content, ok = self._run(tool, tool_input)
+        content, ok = self._run(tool, tool_input, should_stop)
         return self._result(content, ok=ok, tool=tool.name, started=started)
 
     def runs_inline(self, name: str) -> bool:
@@ -140,16 +156,22 @@ class ToolRegistry:
         tool = self.get(name)
         return tool is None or not _is_blocking(tool)
 
-    def _run(self, tool: Tool, tool_input: str) -> tuple[str, bool]:
+    def _run(
+        self, tool: Tool, tool_input: str, should_stop: Callable[[], bool] | None
+    ) -> tuple[str, bool]:
         timeout_s = self._settings.tool_timeout_s
         context = ToolContext(settings=self._settings, http=self._http, timeout_s=timeout_s)
         outcome = _Outcome()
+        finished, woken = threading.Event(), threading.Event()
 
         def work() -> None:
             try:
                 outcome.value = tool.run(tool_input, context=context)
             except BaseException as exc:  # noqa: BLE001 - reported to the caller below
                 outcome.error = exc
+            finally:
+                finished.set()
+                woken.set()
 
         if not _is_blocking(tool):
             # Offline and bounded: a thread to start, join and time out would cost
@@ -166,8 +188,10 @@ class ToolRegistry:
             target=contextvars.copy_context().run, args=(work,), name=f"tool-{tool.name}", daemon=True
         )
         worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
+        if not _wait(finished, woken, timeout_s, should_stop):
+            logger.info("tool %s abandoned: the agent was stopped", tool.name)
+            raise Cancelled(f"the agent was stopped while its tool {tool.name} was running")
+        if not finished.is_set():
             logger.warning("tool %s timed out after %s s; thread abandoned", tool.name, timeout_s)
             message = (
                 f"Tool '{tool.name}' timed out after {timeout_s:g} s; "
@@ -214,6 +238,30 @@ class ToolRegistry:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _wait(finished: threading.Event, woken: threading.Event, timeout_s: float,
+          should_stop: Callable[[], bool] | None) -> bool:
+    """Wait until the tool has `finished` or `timeout_s` pass; False if stopped first.
+
+    `woken` is set by the tool's end and by every wake() of a StopSignal.
+    """
+    deadline = time.monotonic() + timeout_s
+    poll_s = STOP_POLL_S
+    waking: AbstractContextManager[None] = nullcontext()
+    if isinstance(should_stop, StopSignal):
+        poll_s = should_stop.poll_s if should_stop.poll_s is not None else timeout_s
+        waking = should_stop.waking(woken.set)
+    with waking:
+        while not finished.is_set():
+            if should_stop is not None and should_stop():
+                return False
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                break
+            woken.wait(min(left_s, poll_s) if should_stop is not None else left_s)
+            woken.clear()
+    return True
 
 
 def truncate(text: str, max_chars: int) -> str:

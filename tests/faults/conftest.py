@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,15 @@ CALC = [
 ]
 
 
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
 @dataclass
 class System:
     env: dict[str, str]
@@ -37,12 +47,7 @@ class System:
         return agent
 
     def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        wait_until(check, timeout_s, what)
 
     def terminal(self, agent_id: uuid.UUID, timeout_s: float = 30) -> Agent:
         self.wait_until(lambda: self.repository.get(agent_id).is_terminal, timeout_s,  # type: ignore[union-attr]
@@ -50,19 +55,13 @@ class System:
         return self.repository.get(agent_id)  # type: ignore[return-value]
 
 
-@pytest.fixture
-def system(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[System]:
+@contextmanager
+def running_system(env: dict[str, str]) -> Iterator[System]:
+    """The API side of a system (service, repository) on `env`'s database and Redis."""
     from jarvis_agents.components import redis_client
     from workers.celery_app import CeleryDispatcher, create_celery
 
-    env = {
-        "DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": fake_ollama.url,
-        "JARVIS_MODEL": "test-model", "JARVIS_HEARTBEAT_INTERVAL": "0.5",
-        "JARVIS_HEARTBEAT_STALE": "3", "JARVIS_MODEL_RETRIES": "3",
-        "JARVIS_MAX_ACTIVE_PER_USER": "1000", "JARVIS_PENDING_REQUEUE": "5",
-    }
     settings = Settings.from_env(env)
-    fake_ollama.responder = fake_ollama.by_turn(CALC)
     repository = open_repository(settings)
     redis = redis_client(settings)
     app = create_celery(settings)
@@ -70,8 +69,27 @@ def system(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[System]:
         repository=repository, settings=settings, dispatcher=CeleryDispatcher(app),
         events=RedisEventBus(redis), tool_names=["calculate", "getTime", "getWeather", "search"],
     )
-    user, _ = repository.create_user(f"faults-{uuid.uuid4().hex[:6]}")
-    yield System(env, settings, repository, service, user.id)
-    redis.close()
-    repository.engine.dispose()
-    app.close()
+    try:
+        user, _ = repository.create_user(f"faults-{uuid.uuid4().hex[:6]}")
+        yield System(env, settings, repository, service, user.id)
+    finally:
+        redis.close()
+        repository.engine.dispose()
+        app.close()
+
+
+def system_env(database_url: str, redis_url: str, ollama_url: str) -> dict[str, str]:
+    """A worker's environment with heartbeats fast enough for a test to watch."""
+    return {
+        "DATABASE_URL": database_url, "REDIS_URL": redis_url, "OLLAMA_HOST": ollama_url,
+        "JARVIS_MODEL": "test-model", "JARVIS_HEARTBEAT_INTERVAL": "0.5",
+        "JARVIS_HEARTBEAT_STALE": "3", "JARVIS_MODEL_RETRIES": "3",
+        "JARVIS_MAX_ACTIVE_PER_USER": "1000", "JARVIS_PENDING_REQUEUE": "5",
+    }
+
+
+@pytest.fixture
+def system(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[System]:
+    fake_ollama.responder = fake_ollama.by_turn(CALC)
+    with running_system(system_env(pg_url, redis_url, fake_ollama.url)) as built:
+        yield built

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ import redis as redis_lib
 
 from jarvis_agents.config import Settings
 from jarvis_agents.events import RedisEventBus
-from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store import open_repository
 from tests.support.api_server import CALC_SCRIPT
@@ -244,8 +245,11 @@ def test_with_redis_down_the_agent_is_kept_for_the_sweeper(pg_url: str, tmp_path
         assert created and time.monotonic() - began < 10
         stored = repository.get(agent.id)
         assert stored is not None and stored.status is AgentStatus.PENDING
-        assert stored.task_id is None  # what the sweeper looks for (unqueued_pending)
-        assert [a.id for a in repository.unqueued_pending()] == [agent.id]
+        assert stored.task_id is None  # what the sweeper looks for (requeue_pending)
+        untouched_before = utcnow() - timedelta(hours=1)  # only what is not on the queue
+        (claimed,) = repository.requeue_pending(untouched_before=untouched_before)
+        assert claimed[0] == agent.id and claimed[1]  # queued under a task id of its own
+        assert repository.requeue_pending(untouched_before=untouched_before) == []
     finally:
         client.close()
         app.close()

@@ -73,3 +73,12 @@ def test_bad_values_name_the_variable(name: str, value: str) -> None:
         Settings.from_env({name: value})
     message = str(info.value)
     assert name in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("interval", "stale"), [("5", "5"), ("10", "3")])
+def test_a_heartbeat_stale_before_its_next_beat_is_refused(interval: str, stale: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({"JARVIS_HEARTBEAT_INTERVAL": interval, "JARVIS_HEARTBEAT_STALE": stale})
+    assert "JARVIS_HEARTBEAT_STALE" in str(info.value) and "JARVIS_HEARTBEAT_INTERVAL" in str(info.value)
+    settings = Settings.from_env({"JARVIS_HEARTBEAT_INTERVAL": "1", "JARVIS_HEARTBEAT_STALE": "4"})
+    assert settings.outage_budget_s == 3  # writes retried until about when it would go stale

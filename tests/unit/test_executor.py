@@ -232,6 +232,26 @@ def test_a_cancelled_agent_writes_no_further_step(tools: ToolRegistry) -> None:
     assert store.get(agent.id).status is AgentStatus.CANCELLED  # type: ignore[union-attr]
 
 
+def test_a_cancel_never_heard_stops_the_loop_before_its_next_model_call(tools: ToolRegistry) -> None:
+    """Cancelled in the store after an iteration's last write, with no signal: the
+    status read the caller asks for (`check_status`) saves the next model call."""
+    store = MemoryStore()
+    agent = start(store)
+
+    class CancelAfterFirstIteration(MemoryEventBus):
+        def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
+            super().publish_steps(agent, steps, status=status)
+            store.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                             stop_reason=StopReason.CANCELLED)
+
+    model = ScriptedChatModel(["THOUGHT: a\nACTION: calculate\nINPUT: 1+1",
+                               "THOUGHT: b\nACTION: calculate\nINPUT: 2+2"])
+    executor = make_executor(store, model, tools, events=CancelAfterFirstIteration())
+    assert executor.run(agent, check_status=lambda: True) is None
+    assert model.call_count == 1
+    assert [s.type.value for s in store.steps_after(agent.id)] == ["THINK", "ACT", "OBSERVE"]
+
+
 class Crash(BaseException):
     """The worker process dies (a BaseException, so nothing in the loop catches it)."""
 

@@ -1,4 +1,5 @@
-"""The runner with in-memory fakes: cancellations and shutdowns wake a waiting model call."""
+"""The runner with in-memory fakes: cancellations and shutdowns wake a waiting model call
+or tool, an agent's attempts are kept apart, and a lost worker is decided by its heartbeat."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +18,12 @@ from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, StepTimeout
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
-from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import ChatMessage, StopSignal
 from jarvis_agents.runner import AgentRunner
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
+from tests.unit.test_tools_network import server  # noqa: F401 - a fixture
 
 
 class RunnerStore(MemoryStore):
@@ -28,6 +32,8 @@ class RunnerStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.released: list[tuple[uuid.UUID, int]] = []
+        self.enqueued: list[str] = []
+        self.beats: list[list[tuple[uuid.UUID, int]]] = []
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
         agent = self.get(agent_id)
@@ -39,8 +45,26 @@ class RunnerStore(MemoryStore):
         self.released.append((agent_id, attempt))
         return True
 
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:  # the dispatcher's
+        self.enqueued.append(task_id)
+
     def heartbeat(self, owned: Sequence[tuple[uuid.UUID, int]]) -> None:
-        pass
+        self.beats.append(sorted(owned))
+
+    def take_over(self, agent_id: uuid.UUID, *, attempt: int, stale_before: datetime,
+                  task_id: str | None = None) -> Agent | None:
+        with self._lock:
+            agent = self.agents[agent_id]
+            lost = agent.heartbeat_at is not None
+            if agent.status is not AgentStatus.RUNNING or agent.attempt != attempt or (
+                    lost and agent.heartbeat_at >= stale_before):  # type: ignore[operator]
+                return None
+            self.agents[agent_id] = replace(agent, attempt=attempt + 1, heartbeat_at=utcnow(),
+                                            losses=agent.losses + lost)
+            return self.agents[agent_id]
+
+    def set_heartbeat(self, agent_id: uuid.UUID, when: datetime | None) -> None:
+        self.agents[agent_id] = replace(self.agents[agent_id], heartbeat_at=when)
 
 
 class WaitingModel:
@@ -49,12 +73,14 @@ class WaitingModel:
     def __init__(self) -> None:
         self.waiting = threading.Event()
         self.looks = 0
+        self.calls = 0
 
     def chat(self, messages: Sequence[ChatMessage], *, model: str, stop: Sequence[str],
              deadline: float, should_stop: Callable[[], bool]) -> str:
         assert isinstance(should_stop, StopSignal)
         woken = threading.Event()
         with should_stop.waking(woken.set):
+            self.calls += 1
             self.waiting.set()
             while True:
                 self.looks += 1
@@ -78,8 +104,8 @@ def parts(settings: Settings) -> Iterator[tuple[AgentRunner, RunnerStore, Waitin
     tools = ToolRegistry([], settings=settings)
     executor = Executor(store=store, model=model, tools=tools, events=MemoryEventBus(),
                         limits=Limits(step_timeout_s=30, total_timeout_s=60))
-    runner = AgentRunner(repository=store, executor=executor, events=MemoryEventBus(),  # type: ignore[arg-type]
-                         dispatcher=None, settings=settings)  # type: ignore[arg-type]
+    runner = AgentRunner(repository=store, store=store, executor=executor,  # type: ignore[arg-type]
+                         events=MemoryEventBus(), dispatcher=store, settings=settings)  # type: ignore[arg-type]
     yield runner, store, model
     tools.close()
 
@@ -130,6 +156,7 @@ def test_a_shutdown_past_its_grace_wakes_and_hands_back_the_agent(
     thread.join(1)
     assert not thread.is_alive()
     assert store.released == [(agent.id, 1)]
+    assert store.enqueued == [f"{agent.id}:2"]  # queued again at once, not after a sweep
 
 
 def test_a_revoke_is_noticed_by_polling(
@@ -148,3 +175,118 @@ def test_a_revoke_is_noticed_by_polling(
     revoked.set()
     thread.join(1)
     assert not thread.is_alive()
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_superseded_attempt_ending_here_leaves_the_new_one_beating_and_cancellable(
+    parts: tuple[AgentRunner, RunnerStore, WaitingModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A duplicate delivery takes the agent over on the worker still running the old
+    attempt; the old attempt's end must not drop the new one's heartbeat or cancel."""
+    from jarvis_agents import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "REVOKE_POLL_S", 0.02)
+    runner, store, model = parts
+    runner.settings = runner.settings.with_overrides(heartbeat_interval_s=0.02)
+    old_revoked = threading.Event()
+    agent, old = start_in_thread(runner, store, model, is_revoked=old_revoked.is_set)
+    store.set_heartbeat(agent.id, utcnow() - timedelta(hours=1))  # as if it had stalled
+    new = threading.Thread(target=runner.run, args=(agent.id,), daemon=True)
+    new.start()
+    wait_for(lambda: model.calls == 2, "the second attempt's model call")
+    assert store.get(agent.id).attempt == 2  # type: ignore[union-attr]
+    old_revoked.set()  # only the first attempt stops
+    old.join(1)
+    assert not old.is_alive() and runner.active() == 1
+    runner.start_background(sweep=False)
+    try:
+        wait_for(lambda: store.beats and store.beats[-1] == [(agent.id, 2)], "a heartbeat")
+        runner.cancel_local(agent.id)
+        new.join(1)
+        assert not new.is_alive()
+    finally:
+        runner.stop_background()
+
+
+def test_worker_lost_needs_a_stale_heartbeat_and_a_hand_back_is_no_loss(
+    parts: tuple[AgentRunner, RunnerStore, WaitingModel],
+) -> None:
+    runner, store, _ = parts  # JARVIS_MAX_ATTEMPTS=3
+    agent = Agent.new(user_id=uuid.uuid4(), goal="g", model="m", max_steps=3)
+    agent = store.add(replace(agent.with_running(attempt=3), losses=2))
+    runner.run(agent.id)  # a duplicate message while it beats: nothing happens
+    assert store.get(agent.id) == agent
+    store.set_heartbeat(agent.id, None)  # handed back: resumed, not failed
+    resumed = threading.Thread(target=runner.run, args=(agent.id,), daemon=True)
+    resumed.start()
+    wait_for(lambda: store.get(agent.id).attempt == 4, "the take-over")  # type: ignore[union-attr]
+    assert store.get(agent.id).losses == 2  # type: ignore[union-attr]
+    runner.cancel_local(agent.id)
+    resumed.join(1)
+    store.set_heartbeat(agent.id, utcnow() - timedelta(hours=1))  # its third worker lost
+    runner.run(agent.id)
+    failed = store.get(agent.id)
+    assert failed is not None and failed.status is AgentStatus.FAILED
+    assert failed.stop_reason is StopReason.WORKER_LOST and failed.losses == 3
+    assert "lost 3 times (the limit is 3)" in (failed.error or "")
+
+
+def test_an_agent_reads_its_status_while_the_cancel_listener_is_deaf(
+    parts: tuple[AgentRunner, RunnerStore, WaitingModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jarvis_agents import runner as runner_module
+
+    runner, _, _ = parts
+    monkeypatch.setattr(runner_module, "STATUS_CHECK_S", 0.2)
+    deaf = runner._status_checks()
+    assert deaf() and deaf()  # never connected: every iteration
+    runner._listener_connected(None)
+    listening = runner._status_checks()
+    assert not listening()  # connected, and just looked
+    runner._listener_connected(None)  # redis-py reconnected: a cancel may have been missed
+    assert listening() and not listening()
+    time.sleep(0.25)
+    assert listening() and not listening()  # once per STATUS_CHECK_S without cancels
+    runner._cancel_heard_at = time.monotonic()
+    time.sleep(0.25)
+    runner._cancel_heard_at = time.monotonic()  # cancels flow: the listener works
+    assert not listening()
+
+
+def test_a_cancel_during_a_slow_http_tool_ends_the_attempt_at_once(
+    settings: Settings, server: Any  # noqa: F811 - the fixture imported above
+) -> None:
+    from jarvis_agents.llm.scripted import ScriptedChatModel
+    from jarvis_agents.tools.builtin.get_weather import GetWeatherTool
+    from tests.unit.test_tools_network import Route
+
+    server.routes["/v1/search"] = Route({"results": []}, delay_s=30)
+    settings = settings.with_overrides(
+        weather_geocoding_url=f"{server.url}/v1/search", tool_timeout_s=10.0)
+    store = RunnerStore()
+    model = ScriptedChatModel(["THOUGHT: look it up\nACTION: getWeather\nINPUT: London"])
+    tools = ToolRegistry([GetWeatherTool()], settings=settings)
+    executor = Executor(store=store, model=model, tools=tools, events=MemoryEventBus(),
+                        limits=Limits(step_timeout_s=30, total_timeout_s=60))
+    runner = AgentRunner(repository=store, store=store, executor=executor,  # type: ignore[arg-type]
+                         events=MemoryEventBus(), dispatcher=store, settings=settings)  # type: ignore[arg-type]
+    agent = store.add(Agent.new(user_id=uuid.uuid4(), goal="weather?", model="m", max_steps=3))
+    thread = threading.Thread(target=runner.run, args=(agent.id,), daemon=True)
+    try:
+        thread.start()
+        wait_for(lambda: bool(server.requests), "the tool's request")
+        store.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                         stop_reason=StopReason.CANCELLED)
+        runner.cancel_local(agent.id)  # what the cancel listener does on the publish
+        thread.join(1.0)  # not the tool's 10 s timeout
+        assert not thread.is_alive()
+        assert [s.type.value for s in store.steps_after(agent.id)] == ["THINK", "ACT"]
+    finally:
+        server.release.set()
+        tools.close()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import ToolError
+from jarvis_agents.errors import Cancelled, ToolError
 from jarvis_agents.tools import registry as registry_module
 from jarvis_agents.tools.base import Tool, ToolContext
 from jarvis_agents.tools.registry import ToolRegistry, ToolResult, truncate
@@ -182,6 +182,33 @@ def test_a_hung_tool_times_out(
     )
     # The registry stays usable while the abandoned thread still hangs.
     assert registry.call("slow", "").ok is False
+
+
+def test_a_stop_signal_wakes_the_wait_for_a_blocking_tool(
+    make_registry: Callable[..., ToolRegistry], release: threading.Event
+) -> None:
+    from jarvis_agents.llm.base import StopSignal
+
+    registry = make_registry(FakeTool("slow", lambda _: str(release.wait(60))), tool_timeout_s=30)
+    stopped = threading.Event()
+    signal = StopSignal(stopped.is_set)  # wakes only: nothing to poll
+
+    def stop_soon() -> None:
+        time.sleep(0.2)
+        stopped.set()
+        signal.wake()
+
+    threading.Thread(target=stop_soon, daemon=True).start()
+    started = time.perf_counter()
+    with pytest.raises(Cancelled, match="slow"):
+        registry.call("slow", "", should_stop=signal)
+    assert time.perf_counter() - started < 5  # woken, not the tool's 30 s
+    # A plain callable is polled; a tool that ends first is not cut short.
+    deadline = time.monotonic() + 0.2
+    with pytest.raises(Cancelled):
+        registry.call("slow", "", should_stop=lambda: time.monotonic() > deadline)
+    quick = make_registry(FakeTool("quick"), tool_timeout_s=30)
+    assert quick.call("quick", "x", should_stop=lambda: False).content == "echo: x"
 
 
 def test_offline_tools_run_on_the_callers_thread(
