@@ -53,6 +53,7 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
+from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
 from jarvis_agents.store.postgres import PostgresStatements, StepWrite
 
 agents = AgentRow.__table__
@@ -87,6 +88,7 @@ class Repository:
         # For writes that stand alone: autocommit on PostgreSQL, a transaction around
         # them on SQLite. Reads go through _read.
         self._one_statement = self._pg.connection if self._pg is not None else engine.begin
+        self.outbox = OutboxStore(engine, self._one_statement)
         # Step writes made while another is out share the next statement and commit.
         self._step_writes: GroupCommit[StepWrite, bool] | None = None
         if (pg := self._pg) is not None:
@@ -248,7 +250,8 @@ class Repository:
         """Compare-and-set the status; True when this call won.
 
         With `attempt`, only that execution attempt may make the change. `steps`
-        are written in the same transaction, only if the change won.
+        are written in the same transaction, only if the change won; so is the webhook
+        delivery a change to a terminal status owes an agent with a webhook_url.
         """
         check_transition(expected, new)
         now = fields.pop("now", None) or utcnow()
@@ -257,14 +260,18 @@ class Repository:
             values.setdefault("completed_at", now)
         if isinstance(values.get("stop_reason"), StopReason):
             values["stop_reason"] = values["stop_reason"].value
-        if steps and self._pg is not None:
-            return self._pg.transition(agent_id, expected, values, attempt=attempt, steps=steps)
+        owes = EVENTS.get(new)
+        if (steps or owes) and self._pg is not None:  # one statement, one round trip
+            return self._pg.transition(
+                agent_id, expected, values, attempt=attempt, steps=steps, owes=owes)
         condition = [agents.c.id == agent_id, agents.c.status == expected.value]
         if attempt is not None:
             condition.append(agents.c.attempt == attempt)
         statement = update(agents).where(*condition).values(**values)
-        with (self.engine.begin() if steps else self._one_statement()) as conn:
+        with (self.engine.begin() if steps or owes else self._one_statement()) as conn:
             won = conn.execute(statement).rowcount == 1
+            if won and owes:
+                conn.execute(owe(agent_id, owes, now))
             if won and steps:
                 conn.execute(insert(steps_table), _step_values(agent_id, attempt or 0, steps))
         return won

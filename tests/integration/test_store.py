@@ -35,10 +35,11 @@ def running(repository: Repository, user_id: uuid.UUID) -> Agent:
 
 def test_migrations_from_empty_are_idempotent(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    assert upgrade(url) == "0002"
-    assert upgrade(url) == "0002"
+    assert upgrade(url) == "0003"
+    assert upgrade(url) == "0003"
     engine = create_engine(url)
-    assert {"users", "agents", "agent_steps"} <= set(inspect(engine).get_table_names())
+    assert {"users", "agents", "agent_steps", "webhook_deliveries"} <= set(
+        inspect(engine).get_table_names())
     engine.dispose()
 
 
@@ -276,9 +277,6 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
 
     class NoQueue:
         def revoke(self, task_ids: object) -> None:
-            pass
-
-        def notify(self, agent_id: object) -> None:
             pass
 
     repository = Repository(make_engine(pg_url, pool_size=4))
