@@ -123,9 +123,7 @@ class AgentRunner:
                 error=failed.error, stop_reason=failed.stop_reason,
                 completed_at=failed.completed_at, now=failed.updated_at,
             ):
-                self.events.publish_status(failed)
-                if failed.webhook_url:
-                    self.dispatcher.notify(agent_id)
+                self.events.publish_status(failed)  # the transition owed its webhook
             return None
         agent = self.repository.take_over(
             agent_id, attempt=attempt, stale_before=stale_before, task_id=task_id
