@@ -96,16 +96,20 @@ class OutboxStore:
 
     def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
         """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""
+        # Materialized, so that it runs once: as `id IN (SELECT … LIMIT n)` PostgreSQL's
+        # planner may run the subquery again per row and claim more than n.
         due = (
             select(deliveries.c.id)
             .where(*_OWED, deliveries.c.next_at <= now)
             .order_by(deliveries.c.next_at)
             .limit(limit)
             .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's compiler leaves it out
+            .cte("due")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
         )
         statement = (
             update(deliveries)
-            .where(deliveries.c.id.in_(due.scalar_subquery()), *_OWED, deliveries.c.next_at <= now)
+            .where(deliveries.c.id.in_(select(due.c.id)), *_OWED, deliveries.c.next_at <= now)
             .values(attempts=deliveries.c.attempts + 1, next_at=now + timedelta(seconds=lease_s))
             .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.event,
                        deliveries.c.url, deliveries.c.payload, deliveries.c.attempts)
