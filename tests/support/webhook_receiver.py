@@ -1,6 +1,7 @@
 """A webhook receiver for tests: a real HTTP server that records every request and answers
-as scripted — a status code, or "hang" (holds the request, answering nothing, until the
-test lets go or the receiver closes).
+as scripted — a status code; "hang" (holds the request, answering nothing, until the
+test lets go or the receiver closes); or "endless" (a 200 that announces 100 MiB of
+body, sends 64 KiB of it, then holds the rest back the same way).
 
     with WebhookReceiver(script=[500]) as receiver:   # the first try fails, then 200s
         ...
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any, Self
 
 HANG = "hang"
+ENDLESS = "endless"
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Received:
     headers: dict[str, str]  # names lower-cased
     body: bytes
     at: float  # time.monotonic() when the request's body was read
-    answered: int | str  # the status sent, or HANG
+    answered: int | str  # the status sent, or HANG or ENDLESS
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -60,6 +62,15 @@ class WebhookReceiver:
                 if answer == HANG:
                     receiver.release.wait()
                     answer = 200
+                if answer == ENDLESS:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(100 * 2**20))
+                    self.end_headers()
+                    self.wfile.write(b"x" * 65536)
+                    self.wfile.flush()
+                    receiver.release.wait()
+                    self.close_connection = True
+                    return
                 self.send_response(int(answer))
                 self.send_header("Content-Type", "text/plain")
                 payload = b"ok" if int(answer) < 400 else b"receiver says no"
