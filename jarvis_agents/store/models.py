@@ -184,7 +184,7 @@ class WebhookDeliveryRow(Base):
     )
     event: Mapped[str] = mapped_column(String(32))
     url: Mapped[str] = mapped_column(Text)
-    # The body, kept from the first try on so that every try sends the same bytes.
+    # The body a failed try sent, kept so that every retry sends the same bytes.
     payload: Mapped[str | None] = mapped_column(Text)
     # Tries begun so far; the next is due at `next_at`, which a claim moves a lease
     # ahead, so that a try whose worker died is due again once the lease runs out.

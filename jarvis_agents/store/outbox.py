@@ -16,7 +16,7 @@ jarvis_agents/webhooks/dispatcher.py; this module only stores it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -78,7 +78,7 @@ class Delivery:
     agent_id: uuid.UUID
     event: str
     url: str
-    payload: str | None  # None until a try has recorded the body it sent
+    payload: str | None  # the body a failed try sent; None before one has failed
     attempt: int  # this try's number, from 1
 
 
@@ -118,34 +118,31 @@ class OutboxStore:
             rows = conn.execute(statement).all()
         return [Delivery(*row) for row in rows]
 
-    def delivered(self, delivery: Delivery, *, payload: str, now: datetime) -> bool:
-        """Record that a try was answered 2xx (any try: a late one counts too)."""
-        return self._record(
-            delivery, deliveries.c.id == delivery.id,
-            payload=payload, delivered_at=now,
-        )
+    def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
+        """Record that these deliveries' tries were answered 2xx (any try: a late one
+        counts too); how many were still owed."""
+        if not ids:
+            return 0
+        with self._one_statement() as conn:
+            return conn.execute(
+                update(deliveries).where(deliveries.c.id.in_(ids), *_OWED).values(delivered_at=now)
+            ).rowcount
 
     def failed(
-        self, delivery: Delivery, *, payload: str | None, error: str, now: datetime,
+        self, delivery: Delivery, *, payload: str, error: str, now: datetime,
         retry_at: datetime | None,
     ) -> bool:
-        """Record a failed try: due again at `retry_at`, or abandoned when it is None.
+        """Record a failed try, and the body it sent (kept from the first try on: every
+        retry sends those bytes): due again at `retry_at`, or abandoned when it is None.
         Only the latest claim may: a try that outlived its lease changes nothing."""
         schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}
-        return self._record(
-            delivery, deliveries.c.attempts == delivery.attempt,
-            payload=payload, last_error=error, **schedule,
-        )
-
-    def _record(self, delivery: Delivery, condition: object, *, payload: str | None,
-                **values: object) -> bool:
-        if payload is not None:  # kept from the first try on: every try sends these bytes
-            values["payload"] = func.coalesce(deliveries.c.payload, payload)
         with self._one_statement() as conn:
             return conn.execute(
                 update(deliveries)
-                .where(deliveries.c.id == delivery.id, condition, *_OWED)
-                .values(**values)
+                .where(deliveries.c.id == delivery.id,
+                       deliveries.c.attempts == delivery.attempt, *_OWED)
+                .values(payload=func.coalesce(deliveries.c.payload, payload), last_error=error,
+                        **schedule)
             ).rowcount == 1
 
     def of_agent(self, agent_id: uuid.UUID) -> list[dict[str, object]]:

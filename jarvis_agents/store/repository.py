@@ -209,6 +209,11 @@ class Repository:
             row = rows[0] if rows else None
         return _agent(row) if row else None
 
+    def get_many(self, agent_ids: Sequence[uuid.UUID]) -> list[Agent]:
+        """These agents, in no particular order (one that does not exist is left out)."""
+        return [_agent(row) for row in self._read(
+            select(*AGENT_READ).where(agents.c.id.in_(agent_ids)))] if agent_ids else []
+
     def list_agents(
         self,
         user_id: uuid.UUID,

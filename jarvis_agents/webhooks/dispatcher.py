@@ -10,9 +10,13 @@ most, well within the 30 s the contract allows (§9). Delivery is at least once:
 receiver drops repeats by `webhook-id`, which every try of a delivery shares.
 
 Every try sends the same bytes: the first builds the body from the agent's row, which no
-longer changes once terminal, and stores it with its outcome; later tries send what was
-stored (so not even a new release that renders agents differently changes them). Only
-the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
+longer changes once terminal; a try that fails stores the body it sent, and the retries
+send that (so not even a new release that renders agents differently changes them).
+Only the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
+
+Per batch of claimed deliveries the database sees three statements, not three per
+delivery: the claim, one read of their agents, and one record of those delivered (made
+before the next claim; a failure is recorded at once, with its schedule).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 import queue
 import ssl
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -67,7 +72,8 @@ class WebhookDispatcher:
         self.period_s = period_s
         self.lease_s = lease_s
         self.clock = clock
-        self._queue: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Delivery, bytes] | None] = queue.SimpleQueue()
+        self._delivered: list[uuid.UUID] = []  # delivered, not yet recorded (see flush)
         self._idle = senders
         self._idle_changed = threading.Condition()
         self._stopping = threading.Event()
@@ -86,29 +92,40 @@ class WebhookDispatcher:
                                verify=verify, senders=SENDERS)
         return cls(repository=repository, signer=Signer(settings.webhook_secret), sender=sender)
 
-    # --- one try ---------------------------------------------------------------------
+    # --- tries ------------------------------------------------------------------------
 
-    def deliver(self, delivery: Delivery) -> bool:
-        """Make one try of a claimed delivery and record it; True when it was delivered."""
-        payload = delivery.payload
-        if payload is None:
-            agent = self.repository.get(delivery.agent_id)
-            if agent is None:
-                return False  # deleted with its deliveries (ON DELETE CASCADE)
-            payload = json.dumps(agent.to_json(), separators=(",", ":"))
-        body = payload.encode()
+    def claim(self, limit: int) -> list[tuple[Delivery, bytes]]:
+        """Claim up to `limit` due deliveries, each with the body its try sends."""
+        due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=limit)
+        unbuilt = [d.agent_id for d in due if d.payload is None]
+        agents = {agent.id: agent for agent in self.repository.get_many(unbuilt)}
+        tries = []
+        for delivery in due:
+            if delivery.payload is not None:
+                tries.append((delivery, delivery.payload.encode()))
+            elif (agent := agents.get(delivery.agent_id)) is not None:
+                body = json.dumps(agent.to_json(), separators=(",", ":")).encode()
+                tries.append((delivery, body))
+            # else: the agent was deleted, and its deliveries with it (ON DELETE CASCADE)
+        return tries
+
+    def deliver(self, delivery: Delivery, body: bytes) -> bool:
+        """Make one try of a claimed delivery; True when it was delivered (recorded by
+        `flush`), else the failure and the next try are recorded now."""
         headers = self.signer.headers(
             delivery_id=delivery.id, event=delivery.event, agent_id=delivery.agent_id,
             body=body, now=self.clock(),
         )
         outcome = self.sender.post(delivery.url, body, headers)
-        now = self.clock()
         if outcome.delivered:
-            self.store.delivered(delivery, payload=payload, now=now)
+            with self._idle_changed:
+                self._delivered.append(delivery.id)
             return True
+        now = self.clock()
         error = outcome.error or "failed"
         retry = retry_at(delivery.attempt, now)
-        if self.store.failed(delivery, payload=payload, error=error, now=now, retry_at=retry):
+        if self.store.failed(delivery, payload=body.decode(), error=error, now=now,
+                             retry_at=retry):
             if retry is None:
                 log.error("webhook %s (%s) of agent %s abandoned after %s tries; last: %s",
                           delivery.id, delivery.event, delivery.agent_id, delivery.attempt, error)
@@ -118,12 +135,25 @@ class WebhookDispatcher:
                             error, RETRY_DELAYS_S[delivery.attempt - 1])
         return False
 
+    def flush(self) -> None:
+        """Record the deliveries made since the last flush, in one statement."""
+        with self._idle_changed:
+            done, self._delivered = self._delivered, []
+        if done:
+            try:
+                self.store.delivered(done, now=self.clock())
+            except Exception:
+                with self._idle_changed:  # the next flush tries again
+                    self._delivered.extend(done)
+                raise
+
     def send_due(self) -> int:
         """Claim what is due and try each, in this thread; how many were tried (tests, tools)."""
-        due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=self.senders)
-        for delivery in due:
-            self.deliver(delivery)
-        return len(due)
+        tries = self.claim(self.senders)
+        for delivery, body in tries:
+            self.deliver(delivery, body)
+        self.flush()
+        return len(tries)
 
     # --- in a worker process ---------------------------------------------------------
 
@@ -142,6 +172,10 @@ class WebhookDispatcher:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=timeout_s)
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - unrecorded: they will be sent again
+            log.warning("could not record delivered webhooks: %s", exc)
         self.sender.close()
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -157,21 +191,23 @@ class WebhookDispatcher:
                     continue
                 idle = self._idle
             try:
-                due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=idle)
+                self.flush()
+                tries = self.claim(idle)
             except Exception as exc:  # noqa: BLE001 - the database is away; the next period retries
                 log.warning("could not claim due webhooks: %s", exc)
-                due = []
+                tries = []
             with self._idle_changed:
-                self._idle -= len(due)
-            for delivery in due:
-                self._queue.put(delivery)
-            if len(due) < idle:  # nothing more is due now
+                self._idle -= len(tries)
+            for found in tries:
+                self._queue.put(found)
+            if len(tries) < idle:  # nothing more is due now
                 self._stopping.wait(self.period_s)
 
     def _send_loop(self) -> None:
-        while (delivery := self._queue.get()) is not None:
+        while (found := self._queue.get()) is not None:
+            delivery, body = found
             try:
-                self.deliver(delivery)
+                self.deliver(delivery, body)
             except Exception as exc:  # noqa: BLE001 - the lease brings the try back
                 log.warning("webhook %s of agent %s: the try broke off: %s",
                             delivery.id, delivery.agent_id, exc)

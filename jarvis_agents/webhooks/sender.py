@@ -2,12 +2,12 @@
 receiver and for TLS, and the answer read no further than a few KiB.
 
 The host is resolved and checked before every try (webhooks/addresses.py) and the
-request goes to the address that passed, with `Host` and the TLS server name (httpx's
-`sni_hostname` extension; the certificate is verified against it) still the URL's name.
-Connections are kept alive per host name, never shared between two names, so a TLS
-connection is only ever used for the name its certificate was checked against. No
-redirect is followed and no proxy from the environment is used: either would reach an
-address nobody checked.
+request goes to the address that passed (a urllib3 pool per name and address), with the
+`Host` header and the TLS server name (`server_hostname`: SNI, and the name the
+certificate is verified against) still the URL's name. No redirect is followed and no
+proxy is used: either would reach an address nobody checked. urllib3 rather than httpx:
+a try costs about half the CPU (0.3 against 0.8 ms per POST on our hardware), taken from
+the worker processes that run the agents.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import httpx
+import urllib3
+from urllib3.exceptions import HTTPError
 
 from jarvis_agents.errors import RequestError
 from jarvis_agents.lifecycle import storable
@@ -25,11 +26,12 @@ from jarvis_agents.webhooks.addresses import Resolver, Target, resolve_target, s
 
 # A try's answer is read up to this much: enough to log why a receiver refused.
 READ_LIMIT_BYTES = 4096
-# Each phase of a try (connect, send, each read) is bounded; the dispatcher's lease
+# Connecting, sending and each read are bounded; the dispatcher's lease
 # (webhooks/dispatcher.py) is longer than a try that takes all of them.
-TIMEOUT = httpx.Timeout(5.0, pool=2.0)
-# Host names whose connections are kept; the least recently used beyond that are closed.
-KEPT_HOSTS = 32
+TIMEOUT = urllib3.Timeout(connect=5.0, read=5.0)
+# Pools (one per host name and address) kept; the least recently used beyond that are closed.
+KEPT_POOLS = 32
+_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -43,17 +45,17 @@ class WebhookSender:
 
     def __init__(
         self, *, allow_private: bool, resolver: Resolver = system_resolver,
-        verify: ssl.SSLContext | None = None, timeout: httpx.Timeout = TIMEOUT,
+        verify: ssl.SSLContext | None = None, timeout: urllib3.Timeout = TIMEOUT,
         senders: int = 8,
     ) -> None:
         self.allow_private = allow_private
         self.resolver = resolver
-        # One context for every connection (building one reads the CA bundle); httpx's
-        # own default: certifi's CAs, or SSL_CERT_FILE / SSL_CERT_DIR when set.
-        self.verify = verify or httpx.create_ssl_context()
+        # One context for every connection (building one reads the CA bundle): the
+        # system's CAs (OpenSSL's defaults, which SSL_CERT_FILE / SSL_CERT_DIR override).
+        self.verify = verify or ssl.create_default_context()
         self.timeout = timeout
         self.senders = senders
-        self._clients: OrderedDict[tuple[str, str], httpx.Client] = OrderedDict()
+        self._pools: OrderedDict[tuple[str, str, str], urllib3.HTTPConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> TryOutcome:
@@ -62,52 +64,51 @@ class WebhookSender:
             target = resolve_target(url, allow_private=self.allow_private, resolver=self.resolver)
         except RequestError as exc:
             return TryOutcome(False, f"refused: {exc}")
-        extensions = {"sni_hostname": target.server_name} if target.server_name else {}
         try:
-            with self._client(target).stream(
-                "POST", target.url, content=body, extensions=extensions,
-                headers={**headers, "Host": target.host_header},
-            ) as response:
-                head = _read_at_most(response, READ_LIMIT_BYTES)
-        except httpx.HTTPError as exc:
+            response = self._pool(target).urlopen(
+                "POST", target.url.raw_path.decode("ascii"), body=body,
+                headers={**headers, "Host": target.host_header}, retries=False, redirect=False,
+                assert_same_host=False, preload_content=False,
+            )
+            try:
+                head = response.read(READ_LIMIT_BYTES, decode_content=False)
+            finally:
+                if response.length_remaining == 0:
+                    response.release_conn()  # read to its end: the connection can be reused
+                else:
+                    response.close()  # the rest is never read: the connection goes
+        except (HTTPError, OSError) as exc:
             return TryOutcome(False, f"{type(exc).__name__}: {exc}"[:500])
-        if response.is_success:
+        if 200 <= response.status < 300:
             return TryOutcome(True)
         text = storable(head.decode("utf-8", "replace")).strip()[:200]
-        return TryOutcome(False, f"HTTP {response.status_code}" + (f": {text}" if text else ""))
+        return TryOutcome(False, f"HTTP {response.status}" + (f": {text}" if text else ""))
 
-    def _client(self, target: Target) -> httpx.Client:
-        key = (target.url.scheme, target.host_header)  # the name and its port
+    def _pool(self, target: Target) -> urllib3.HTTPConnectionPool:
+        scheme = target.url.scheme
+        key = (scheme, target.host_header, str(target.address))
         with self._lock:
-            client = self._clients.pop(key, None)
-            if client is None:
-                client = httpx.Client(
-                    verify=self.verify, timeout=self.timeout, trust_env=False,
-                    follow_redirects=False,
-                    limits=httpx.Limits(max_connections=self.senders,
-                                        max_keepalive_connections=self.senders),
+            pool = self._pools.pop(key, None)
+            if pool is None:
+                options = {"port": target.url.port or _PORTS[scheme], "maxsize": self.senders,
+                           "timeout": self.timeout, "retries": False}
+                pool = (
+                    urllib3.HTTPSConnectionPool(
+                        str(target.address), ssl_context=self.verify,
+                        server_hostname=target.server_name, **options)
+                    if scheme == "https"
+                    else urllib3.HTTPConnectionPool(str(target.address), **options)
                 )
-            self._clients[key] = client  # the most recently used last
+            self._pools[key] = pool  # the most recently used last
             stale = []
-            while len(self._clients) > KEPT_HOSTS:
-                stale.append(self._clients.popitem(last=False)[1])
+            while len(self._pools) > KEPT_POOLS:
+                stale.append(self._pools.popitem(last=False)[1])
         for old in stale:
             old.close()  # a try still using it fails and is retried
-        return client
+        return pool
 
     def close(self) -> None:
         with self._lock:
-            clients, self._clients = list(self._clients.values()), OrderedDict()
-        for client in clients:
-            client.close()
-
-
-def _read_at_most(response: httpx.Response, limit: int) -> bytes:
-    """Up to `limit` bytes of the body, as sent (not decompressed); the rest is never read,
-    and a connection whose answer was not read to its end is closed, not reused."""
-    head = b""
-    for chunk in response.iter_raw():
-        head += chunk
-        if len(head) >= limit:
-            break
-    return head[:limit]
+            pools, self._pools = list(self._pools.values()), OrderedDict()
+        for pool in pools:
+            pool.close()
