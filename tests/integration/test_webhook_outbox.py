@@ -280,47 +280,44 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-def tls_receiver(ca: trustme.CA, name: str, names_seen: list[str]) -> WebhookReceiver:
+def try_over_tls(
+    repository: Repository, ca: trustme.CA, certified: str,
+) -> tuple[dict[str, Any], WebhookReceiver, list[str]]:
+    """One try at https://hooks.jarvis.test (resolved to 127.0.0.1) of a receiver whose
+    certificate names `certified`: the delivery's row, the receiver, the TLS server names
+    the receiver was asked for."""
+    names: list[str] = []
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(name).configure_cert(context)
-    context.sni_callback = lambda sock, server_name, ctx: names_seen.append(server_name)  # type: ignore[assignment]
-    return WebhookReceiver(tls=context)
-
-
-def tls_dispatcher(repository: Repository, ca: trustme.CA, dns: Resolver) -> WebhookDispatcher:
+    ca.issue_cert(certified).configure_cert(context)
+    context.sni_callback = lambda sock, server_name, ctx: names.append(server_name)  # type: ignore[assignment,func-returns-value]
     client = ssl.create_default_context()
     ca.configure_trust(client)
-    found = WebhookDispatcher.from_settings(
-        repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1"), resolver=dns, verify=client)
-    assert found is not None
-    return found
+    with WebhookReceiver(tls=context) as receiver:
+        agent = running(repository, f"https://hooks.jarvis.test:{receiver.port}/hook")
+        assert complete(repository, agent)
+        sending = WebhookDispatcher.from_settings(
+            repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1"), resolver=Resolver("127.0.0.1"),
+            verify=client)
+        assert sending is not None and sending.send_due() == 1
+        (row,) = owed(repository, agent)
+    return row, receiver, names
 
 
 def test_a_try_connects_to_the_resolved_address_with_the_name_kept_for_host_and_tls(
     repository: Repository, ca: trustme.CA,
 ) -> None:
-    names: list[str] = []
-    with tls_receiver(ca, "hooks.jarvis.test", names) as receiver:
-        agent = running(repository, f"https://hooks.jarvis.test:{receiver.port}/hook")
-        assert complete(repository, agent)
-        assert tls_dispatcher(repository, ca, Resolver("127.0.0.1")).send_due() == 1
-        (row,) = owed(repository, agent)
-        assert row["delivered_at"] is not None, row["last_error"]
-        (request,) = receiver.wait_for(1, timeout_s=5)
-        assert request.header("Host") == f"hooks.jarvis.test:{receiver.port}"
-        assert names == ["hooks.jarvis.test"]  # the TLS server name
+    row, receiver, names = try_over_tls(repository, ca, "hooks.jarvis.test")
+    assert row["delivered_at"] is not None, row["last_error"]
+    (request,) = receiver.requests
+    assert request.header("Host") == f"hooks.jarvis.test:{receiver.port}"
+    assert names == ["hooks.jarvis.test"]  # the TLS server name
 
 
 def test_a_certificate_for_another_name_is_refused(repository: Repository, ca: trustme.CA) -> None:
-    names: list[str] = []
-    with tls_receiver(ca, "elsewhere.jarvis.test", names) as receiver:
-        agent = running(repository, f"https://hooks.jarvis.test:{receiver.port}/hook")
-        assert complete(repository, agent)
-        assert tls_dispatcher(repository, ca, Resolver("127.0.0.1")).send_due() == 1
-        (row,) = owed(repository, agent)
-        assert row["delivered_at"] is None
-        assert "certificate" in row["last_error"].lower(), row["last_error"]
-        assert receiver.requests == []
+    row, receiver, _ = try_over_tls(repository, ca, "elsewhere.jarvis.test")
+    assert row["delivered_at"] is None
+    assert "certificate" in row["last_error"].lower(), row["last_error"]
+    assert receiver.requests == []
 
 
 def _aware(value: datetime) -> datetime:
