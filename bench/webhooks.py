@@ -45,7 +45,7 @@ class WebhookSizes:
     timeout_s: float = 300.0
 
 
-QUICK = WebhookSizes(agents=16, warmup_agents=4, timeout_s=60.0)
+QUICK = WebhookSizes(agents=16, warmup_agents=2, workers=(1,), timeout_s=60.0)
 
 
 def run(
