@@ -8,7 +8,3 @@
 What is owed is recorded by the status change itself (store/outbox.py); a failed
 delivery never changes the agent.
 """
-
-from jarvis_agents.webhooks.addresses import check_webhook_url
-
-__all__ = ["check_webhook_url"]
