@@ -27,7 +27,7 @@ def test_db_upgrade_is_idempotent_and_users_create_prints_the_key_last(tmp_path:
     first = jarvis("db", "upgrade", DATABASE_URL=database_url)
     again = jarvis("db", "upgrade", DATABASE_URL=database_url)
     assert first.returncode == again.returncode == 0
-    assert "0002" in again.stdout
+    assert "0003" in again.stdout
     created = jarvis("users", "create", "alice", DATABASE_URL=database_url)
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip().splitlines()[-1]
