@@ -15,12 +15,10 @@ timeouts, HTTP 5xx and 429, a stream cut short) are retried by
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Self, TypedDict
 
@@ -132,7 +130,7 @@ class OllamaChatModel:
             with self._http.post("api/chat", body, interrupts) as response:
                 if not 200 <= response.status < 300:
                     raise self._refusal(response.status, _error_text(response.read()), model)
-                return _read_reply(response, model)
+                return _read_reply(response.chunks(), model)
         except JarvisError:
             raise
         except Exception as exc:  # a reply that is not Ollama's NDJSON
@@ -207,7 +205,7 @@ def _error_text(body: bytes) -> str:
     return str(error) if error else text
 
 
-def _read_reply(response: http.client.HTTPResponse, model: str) -> str:
+def _read_reply(chunks: Iterator[bytes], model: str) -> str:
     """The reply's text from Ollama's NDJSON stream, read as it arrives, up to its `done` line.
 
     Then the rest of the stream, normally just its terminating chunk, so that the
@@ -217,10 +215,11 @@ def _read_reply(response: http.client.HTTPResponse, model: str) -> str:
     """
     parts: list[str] = []
     pending = b""
-    for data in iter(partial(response.read1, 65536), b""):
+    for data in chunks:
         *lines, pending = (pending + data).split(b"\n")
         if lines and _read_lines(lines, parts, model):
-            response.read()
+            for _ in chunks:
+                pass
             return "".join(parts)
     if _read_lines([pending], parts, model):  # a last line without its newline
         return "".join(parts)

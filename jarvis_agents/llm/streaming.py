@@ -3,30 +3,21 @@
 A model adapter POSTs its request with `StreamingClient.post` and reads the response
 as it arrives, on its own thread. A cancellation or the step deadline cuts the read,
 even one waiting on a silent server, within ~100 ms: another thread shuts the call's
-socket down (`jarvis_agents.llm.interrupts`). Every call borrows a kept-alive
-connection of its own, the most recently returned first, and gives it back once the
-response was read to its end.
+socket down (`jarvis_agents.llm.interrupts`). Only a TCP connect that hangs (a host
+that drops the packets) is not cut: it ends at the connect timeout.
 
-The requests and responses are the standard library's `http.client`; this module
-only opens the connections (so that the socket is known, and can be cut, before the
-TLS handshake and before the response head) and routes them through the proxy the
-environment names (`urllib.request.getproxies`, less `no_proxy`).
-
-Why not httpx, which the rest of the system uses: a model call through it cost 991 µs
-of client CPU one call at a time, against 426 µs here and 204 µs with the hand-written
-HTTP client this replaced; 3,225 µs against 1,033 and 416 µs with 200 calls at once in
-one process, as a worker's agents make them (`python -m bench.model_client`, medians
-of 5 rounds, the bench model streaming a 13-line reply: h11 handles each line as an
-event of its own). httpx also names a response's socket only once the response head
-is in (its `network_stream`), too late to cut a call to a model that is still loading,
-and its pool scans every connection twice per request (encode/httpcore#1035), a
-quadratic cost with the 200 a worker keeps.
+Every call borrows a kept-alive connection of its own, the most recently returned
+first, and gives it back once the response was read to its end: one lock held for a
+list operation per call, with 1 or 300 connections. The sockets are opened here, so
+that a cut reaches them before the TLS handshake and before the response head, and
+go where the environment says (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, less NO_PROXY,
+read by urllib): an absolute URL through an http proxy, a CONNECT tunnel for https.
+The request and the response on them are `jarvis_agents.llm.wire`'s (why: there).
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import re
 import select
 import socket
@@ -39,21 +30,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from jarvis_agents.errors import Cancelled
+from jarvis_agents.errors import Cancelled, ModelError
+from jarvis_agents.llm import wire
 from jarvis_agents.llm.interrupts import WATCHDOG, Call, Interrupts
 from jarvis_agents.retry import TransientModelError
 
 # A read timeout that ends at the step deadline should find the deadline passed.
 _DEADLINE_MARGIN_S = 0.005
-_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 
 
 @dataclass(eq=False)
 class _Line:
-    """One kept-alive connection, and how to tell that its server closed it while idle."""
+    """A kept-alive connection (no socket before the first call or after a close), and
+    how to tell that its server closed it while it was idle."""
 
-    conn: http.client.HTTPConnection
+    sock: socket.socket | None = None
     idle_check: select.poll | None = None  # not select(): descriptors may pass 1024
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = self.idle_check = None
 
 
 class StreamingClient:
@@ -70,22 +67,22 @@ class StreamingClient:
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
-        self.base_url = base_url
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self._url = url
         self._tls = url.scheme == "https"
         self._port = url.port or (443 if self._tls else 80)
         self._route = _route(url, self._port)
-        self._headers = {**headers, **({} if self._route.tunnel else self._route.proxy_headers)}
+        self._host = url.netloc.rpartition("@")[2]  # the Host header
+        self._headers = {**headers, **({} if self._route.tunnel else self._route.proxy_headers),
+                         "Accept-Encoding": "identity"}
         self._idle: list[_Line] = []
         self._lock = threading.Lock()
         self._closed = False
         self._tls_context_made: ssl.SSLContext | None = None
 
     @contextmanager
-    def post(self, path: str, body: bytes,
-             interrupts: Interrupts) -> Iterator[http.client.HTTPResponse]:
+    def post(self, path: str, body: bytes, interrupts: Interrupts) -> Iterator[wire.Response]:
         """POST `body` to `path` (relative to the base URL) and yield the response, its
         body still to read.
 
@@ -108,23 +105,19 @@ class StreamingClient:
             keep = False
             try:
                 left_s = max(interrupts.deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
-                self._open(line, call, timeout_s=min(self.connect_timeout_s, left_s))
-                sock = line.conn.sock
+                sock = self._open(line, call, timeout_s=min(self.connect_timeout_s, left_s))
                 sock.settimeout(min(self.read_timeout_s, left_s))
                 try:
-                    with _corked(sock):
-                        line.conn.request(
-                            "POST", f"{self._route.target_prefix}/{path}", body, self._headers)
-                    response = line.conn.getresponse()
+                    wire.send(sock, "POST", f"{self._route.target_prefix}/{path}",
+                              host=self._host, headers=self._headers, body=body)
+                    response = wire.Response(sock)
                     yield response
                 except TimeoutError as exc:
                     raise TransientModelError(
                         f"no data for {self.read_timeout_s:g} s (read timeout)") from exc
-                except (OSError, http.client.HTTPException) as exc:
+                except (OSError, wire.ProtocolError) as exc:
                     raise TransientModelError(f"the connection broke mid-reply: {reason(exc)}") from exc
-                # Read to its end. (http.client already let go of a connection the server
-                # said it would close.)
-                keep = response.isclosed()
+                keep = response.reusable
             except Exception:
                 if time.monotonic() >= interrupts.deadline:
                     interrupts.check()
@@ -136,7 +129,7 @@ class StreamingClient:
                 # that lands late must not cut the next borrower's reply. A connection
                 # this call cut, or whose response was not read to its end, is not kept.
                 if call.detach() or not keep:
-                    line.conn.close()
+                    line.close()
 
     def close(self) -> None:
         """Close the idle connections now and each lent one when it comes back."""
@@ -144,7 +137,7 @@ class StreamingClient:
             self._closed = True
             idle, self._idle = self._idle, []
         for line in idle:
-            line.conn.close()
+            line.close()
 
     # --- connections -----------------------------------------------------------------
 
@@ -154,10 +147,7 @@ class StreamingClient:
         with self._lock:
             line = self._idle.pop() if self._idle else None
         if line is None:
-            # Its host and port name the server in the Host header; the socket is ours.
-            host = self._url.hostname or ""
-            line = _Line(http.client.HTTPSConnection(host, self._port, context=self._tls_context())
-                         if self._tls else http.client.HTTPConnection(host, self._port))
+            line = _Line()
         try:
             yield line
         finally:
@@ -166,17 +156,20 @@ class StreamingClient:
                 if keep:
                     self._idle.append(line)
             if not keep:
-                line.conn.close()
+                line.close()
 
-    def _open(self, line: _Line, call: Call, *, timeout_s: float) -> None:
-        """Give the connection a socket, unless it has one its server has not closed."""
-        conn = line.conn
-        if conn.sock is not None:
+    def _open(self, line: _Line, call: Call, *, timeout_s: float) -> socket.socket:
+        """The connection's socket: the kept one, unless its server closed it, or a new one."""
+        if line.sock is not None and line.idle_check is not None:
             # Readable while idle means the server closed it (or sent something unasked).
-            if line.idle_check is not None and not line.idle_check.poll(0):
-                call.attach(conn.sock)
-                return
-            conn.close()
+            if not line.idle_check.poll(0):
+                call.attach(line.sock)
+                return line.sock
+            line.close()
+        if self._route.proxy_scheme != "http":
+            raise ModelError(
+                f"the environment names a {self._route.proxy_scheme}:// proxy for "
+                f"{self._url.geturl()}; the model client speaks to http:// proxies only")
         try:
             sock = socket.create_connection(self._route.peer, timeout=timeout_s)
         except TimeoutError as exc:
@@ -196,15 +189,15 @@ class StreamingClient:
                     sock, server_hostname=self._url.hostname, do_handshake_on_connect=False)
                 call.attach(sock)
                 sock.do_handshake()
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, wire.ProtocolError) as exc:
             sock.close()
             if isinstance(exc, TimeoutError):
                 raise TransientModelError(
                     f"no connection within {timeout_s:g} s", unreachable=True) from exc
             raise TransientModelError(reason(exc), unreachable=True) from exc
-        conn.sock = sock
-        line.idle_check = select.poll()
+        line.sock, line.idle_check = sock, select.poll()
         line.idle_check.register(sock, select.POLLIN)
+        return sock
 
     def _tls_context(self) -> ssl.SSLContext:
         # One for every connection: building one loads the CA bundle (~20 ms).
@@ -214,36 +207,11 @@ class StreamingClient:
 
     def _tunnel(self, sock: socket.socket) -> None:
         """Ask the proxy for a tunnel to the server (CONNECT), for TLS end to end."""
-        authority = f"{self._url.hostname}:{self._port}".encode("idna")
-        head = b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n" % (authority, authority)
-        head += b"".join(
-            f"{k}: {v}\r\n".encode("latin-1") for k, v in self._route.proxy_headers.items())
-        sock.sendall(head + b"\r\n")
-        answer = http.client.HTTPResponse(sock, method="CONNECT")
-        try:
-            answer.begin()
-            if answer.status != 200:
-                raise OSError(f"the proxy refused the tunnel: {answer.status} {answer.reason}")
-        finally:
-            answer.close()
-
-
-@contextmanager
-def _corked(sock: socket.socket) -> Iterator[None]:
-    """The block's writes leave in as few packets as they fit in.
-
-    http.client writes a request's head and body separately: two packets, so the
-    server reads twice and, on one machine, each wakes it (a tenth of a model call's
-    CPU). Linux only; elsewhere the writes go as they come.
-    """
-    if _TCP_CORK is None:
-        yield
-        return
-    sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 1)
-    try:
-        yield
-    finally:
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, 0)
+        authority = f"{self._url.hostname}:{self._port}"
+        wire.send(sock, "CONNECT", authority, host=authority, headers=self._route.proxy_headers)
+        status = wire.Response(sock, method="CONNECT").status
+        if status != 200:
+            raise OSError(f"the proxy refused the tunnel (HTTP {status})")
 
 
 @dataclass(frozen=True)
@@ -256,11 +224,13 @@ class _Route:
     target_prefix: str
     tunnel: bool = False
     proxy_headers: dict[str, str] = field(default_factory=dict)
+    proxy_scheme: str = "http"
 
 
 def _route(url: SplitResult, port: int) -> _Route:
     """How to reach `url` given HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY, as
-    urllib reads them (lower case first). The proxy itself is spoken to in plain HTTP."""
+    urllib reads them (lower case first). A proxy is spoken to in plain HTTP: one named
+    https:// fails each call with a ModelError that says so."""
     path = url.path.rstrip("/")
     proxies = urllib.request.getproxies()
     proxy_url = proxies.get(url.scheme) or proxies.get("all")
@@ -273,8 +243,9 @@ def _route(url: SplitResult, port: int) -> _Route:
         headers["Proxy-Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
     peer = (proxy.hostname or "", proxy.port or 80)
     if url.scheme == "https":
-        return _Route(peer, path, tunnel=True, proxy_headers=headers)
-    return _Route(peer, f"http://{url.netloc.rpartition('@')[2]}{path}", proxy_headers=headers)
+        return _Route(peer, path, tunnel=True, proxy_headers=headers, proxy_scheme=proxy.scheme)
+    return _Route(peer, f"{url.scheme}://{url.netloc.rpartition('@')[2]}{path}",
+                  proxy_headers=headers, proxy_scheme=proxy.scheme)
 
 
 def reason(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jarvis_agents.errors import Cancelled, ModelUnavailable, StepTimeout
+from jarvis_agents.errors import Cancelled, ModelError, ModelUnavailable, StepTimeout
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.llm.ollama import OllamaChatModel
 from tests.support.fake_ollama import FakeOllama
@@ -134,22 +134,15 @@ def test_a_cancel_during_the_tls_handshake_is_prompt(no_proxy_settings: pytest.M
             assert time.monotonic() - started < 0.5  # not the 3 s connect timeout
 
 
-def test_the_step_deadline_ends_a_silent_wait_nothing_else_interrupts(
-    fake: FakeOllama, model: OllamaChatModel
+@pytest.mark.parametrize("when", ["silent", "mid-reply"])
+def test_the_step_deadline_ends_the_call_when_nothing_else_would(
+    fake: FakeOllama, model: OllamaChatModel, when: str
 ) -> None:
-    fake.latency_s = 10.0
-    started = time.monotonic()
-    with pytest.raises(StepTimeout):
-        ask(model, timeout_s=0.3, should_stop=StopSignal(lambda: False))
-    assert time.monotonic() - started < 0.5
-    assert fake.wait_for_hangups(1)
-
-
-def test_the_step_deadline_mid_reply_is_a_step_timeout(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.responder = lambda request: LONG_REPLY
-    fake.chunk_delay_s = 0.1
+    if when == "silent":
+        fake.latency_s = 10.0
+    else:
+        fake.responder = lambda request: LONG_REPLY
+        fake.chunk_delay_s = 0.1
     started = time.monotonic()
     with pytest.raises(StepTimeout, match="step timeout"):
         ask(model, timeout_s=0.3, should_stop=StopSignal(lambda: False))
@@ -282,6 +275,16 @@ def test_an_https_server_is_reached_through_a_tunnel_the_proxy_opens(
     (request,) = proxy.requests
     assert request.startswith(b"CONNECT ollama.internal:443 HTTP/1.1\r\n")
     assert b"\r\nProxy-Authorization: Basic " + base64.b64encode(b"jo:safe") + b"\r\n" in request
+
+
+def test_a_proxy_that_is_not_http_is_a_clear_model_error(
+    no_proxy_settings: pytest.MonkeyPatch,
+) -> None:
+    no_proxy_settings.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
+    with OllamaChatModel(host="https://ollama.internal", backoff_initial_s=0.01) as model, \
+            pytest.raises(ModelError, match="a socks5:// proxy .* http:// proxies only") as failure:
+        ask(model)
+    assert not isinstance(failure.value, ModelUnavailable)  # not retried: it would not help
 
 
 def test_no_proxy_sends_the_call_straight_to_the_server(
