@@ -102,7 +102,7 @@ class StreamingClient:
         with interrupts.waking(woken), WATCHDOG.watching(call, interrupts), \
                 self._lend() as line:
             interrupts.check()
-            keep = False
+            response: wire.Response | None = None
             try:
                 left_s = max(interrupts.deadline - time.monotonic(), 0.0) + _DEADLINE_MARGIN_S
                 sock = self._open(line, call, timeout_s=min(self.connect_timeout_s, left_s))
@@ -117,7 +117,6 @@ class StreamingClient:
                         f"no data for {self.read_timeout_s:g} s (read timeout)") from exc
                 except (OSError, wire.ProtocolError) as exc:
                     raise TransientModelError(f"the connection broke mid-reply: {reason(exc)}") from exc
-                keep = response.reusable
             except Exception:
                 if time.monotonic() >= interrupts.deadline:
                     interrupts.check()
@@ -127,8 +126,9 @@ class StreamingClient:
             finally:
                 # Let go before the connection is lent again: a cancellation of this call
                 # that lands late must not cut the next borrower's reply. A connection
-                # this call cut, or whose response was not read to its end, is not kept.
-                if call.detach() or not keep:
+                # this call cut, or whose response was not read to its end (an error
+                # answer read whole is), is not kept.
+                if call.detach() or response is None or not response.reusable:
                     line.close()
 
     def close(self) -> None:

@@ -72,10 +72,13 @@ def test_an_error_line_mid_reply_is_retried_then_unavailable() -> None:
 # --- failures ------------------------------------------------------------------------
 
 
-def test_server_errors_are_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
+def test_server_errors_are_retried_on_the_same_connection(
+    fake: FakeOllama, model: OllamaChatModel
+) -> None:
     fake.fail_next(2, status=500)
     assert ask(model) == REPLY
     assert fake.call_count == 3
+    assert fake.connections == 1  # an error answer read whole leaves the connection open
 
 
 def test_rate_limiting_is_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
