@@ -101,6 +101,12 @@ class SubmittedTool(Protocol):
     def submit(self, arguments: Mapping[str, Any], *, context: ToolContext) -> Future[str]: ...
 
 
+def describe(tool: ListedTool) -> dict[str, Any]:
+    """A tool as `GET /api/v1/tools` lists it (CONTRACT §2)."""
+    return {"name": tool.name, "description": tool.description, "source": tool.source,
+            "input_schema": tool.input_schema}
+
+
 def string_schema(parameter: str, description: str) -> dict[str, Any]:
     """The input schema of a tool of one required string parameter."""
     return {

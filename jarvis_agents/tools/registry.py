@@ -46,6 +46,7 @@ from jarvis_agents.tools.base import (
     RegisteredTool,
     SubmittedTool,
     ToolContext,
+    describe,
 )
 from jarvis_agents.tools.builtin.calculate import CalculateTool
 from jarvis_agents.tools.builtin.get_time import GetTimeTool
@@ -307,12 +308,6 @@ class ToolRegistry:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def describe(tool: ListedTool) -> dict[str, Any]:
-    """A tool as `GET /api/v1/tools` lists it."""
-    return {"name": tool.name, "description": tool.description, "source": tool.source,
-            "input_schema": tool.input_schema}
 
 
 def _start(tool: ListedTool, arguments: Mapping[str, Any], context: ToolContext) -> Future[str]:
