@@ -107,8 +107,8 @@ class ServerConnection:
             error = error or f"did not answer within {self._start_timeout_s:g} s"
         else:
             error = error or "the connection was lost"
-        self._set(ServerState(up=False, error=error, tools=self.state.tools))
-        log.warning("MCP server %r is down: %s", self.name, error)
+        if self._set(ServerState(up=False, error=error, tools=self.state.tools)):
+            log.warning("MCP server %r is down: %s", self.name, error)
         if up_at is None or time.monotonic() - up_at < STABLE_S:
             raise McpServerDown(error)
 
@@ -174,11 +174,13 @@ class ServerConnection:
                 break
         self._set(ServerState(up=True, error=None, tools=tuple(tools)))
 
-    def _set(self, state: ServerState) -> None:
+    def _set(self, state: ServerState) -> bool:
+        """Take `state`; whether it differs from the last one (then listeners hear of it)."""
         changed = (state.up, state.error, state.tools) != (self.state.up, self.state.error, self.state.tools)
         self.state = state
         if changed:
             self._on_change()
+        return changed
 
     # --- calls ------------------------------------------------------------------------
 
