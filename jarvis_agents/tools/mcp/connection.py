@@ -43,6 +43,9 @@ START_TIMEOUT_S = 60.0
 STABLE_S = 30.0
 MAX_TOOL_PAGES = 100
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
+# What a call raises when the connection itself failed: the session is then restarted.
+_TRANSPORT_ERRORS = (OSError, httpx2.HTTPError, anyio.BrokenResourceError,
+                     anyio.ClosedResourceError, anyio.EndOfStream)
 
 
 @dataclass(frozen=True)
@@ -203,11 +206,16 @@ class ServerConnection:
                 f"The MCP server '{self.name}' closed the connection during the call (it may have "
                 "crashed); it is being started again. Try again later, or use another tool."
             ) from None
-        except Exception as exc:  # noqa: BLE001 - a transport's failure, in words for the model
+        except _TRANSPORT_ERRORS as exc:
             self._notice_lost()
             raise ToolError(
                 f"The MCP server '{self.name}' could not be reached: {_describe(exc)}. "
                 "Try again later, or use another tool."
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that does not parse
+            raise ToolError(
+                f"The call to the MCP server '{self.name}' failed: {_describe(exc)}. "
+                "Try again, or use another tool."
             ) from None
         text = result_text(result)
         if result.is_error:
