@@ -43,8 +43,8 @@ def mcp_config(tmp_path: Path, web_url: str) -> Path:
 
 
 def test_an_agent_uses_stdio_and_http_mcp_tools_and_goes_on_past_every_failure(
-    api_env, start_api, start_worker, fake_ollama, http_server, tmp_path
-):
+    http_server, api_env, start_api, start_worker, fake_ollama, tmp_path
+):  # http_server first: it stops last, after the worker has closed its session
     fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
     env = {**api_env, "JARVIS_MCP_CONFIG": str(mcp_config(tmp_path, http_server("calc"))),
            "MCP_TOKEN": "t0ken", "JARVIS_TOOL_TIMEOUT": "2"}

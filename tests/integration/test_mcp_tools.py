@@ -52,7 +52,7 @@ def open_tools(settings: Settings) -> Iterator[Callable[..., tuple[McpTools, Too
         registry.close()
 
 
-def test_stdio_and_http_tools_are_listed_and_called(open_tools, http_server) -> None:
+def test_stdio_and_http_tools_are_listed_and_called(http_server, open_tools) -> None:
     _, registry = open_tools(stdio("srv", "calc"), McpServerConfig("web", url=http_server("calc")))
     listed = {tool["name"]: tool for tool in registry.describe()}
     assert {"srv__add", "srv__echo", "web__add", "web__echo"} <= set(listed)
@@ -107,7 +107,7 @@ def test_a_stopped_agent_cancels_its_mcp_call(open_tools, tmp_path: Path) -> Non
     wait_until(lambda: marker.exists() and marker.read_text() == "cancelled", timeout_s=10)
 
 
-def test_the_list_changes_when_the_server_says_so(open_tools, http_server) -> None:
+def test_the_list_changes_when_the_server_says_so(http_server, open_tools) -> None:
     _, registry = open_tools(stdio("live", "changing"), McpServerConfig("web", url=http_server("changing")))
     assert "live__extra" not in registry.names()
     assert registry.call_text("live__grow", "").content == "grown"
