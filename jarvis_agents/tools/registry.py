@@ -105,11 +105,13 @@ class ToolRegistry:
         self._settings = settings
         self._tools: dict[str, RegisteredTool] = {}
         for tool in tools:
+            if isinstance(tool, RegisteredTool):  # checked when it was registered (subsets)
+                self._tools[tool.name.lower()] = tool
+                continue
             problem = check_tool(tool, self._tools)
             if problem:  # a developer mistake in code we were handed: refuse loudly
                 raise ValueError(problem)
-            entry = tool if isinstance(tool, RegisteredTool) else RegisteredTool.of(tool, source=BUILTIN)
-            self._tools[entry.name.lower()] = entry
+            self._tools[tool.name.lower()] = RegisteredTool.of(tool, source=BUILTIN)
         self._providers = tuple(providers)
         self._allowed = None if allowed is None else frozenset(n.strip().lower() for n in allowed)
         # Why track ownership: subsets share their parent's client and providers.
