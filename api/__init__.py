@@ -34,19 +34,22 @@ def create_app(
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.store import open_repository
+    from jarvis_agents.tools.mcp.published import PublishedTools
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.addresses import check_webhook_url
     from workers.celery_app import CeleryDispatcher, create_celery
 
     settings = settings or Settings.from_env()
     with ToolRegistry.default(settings) as registry:
-        tools = registry.describe()
+        own_tools = registry.describe()
     closers: list[Any] = []
     if redis is None:
         # Streams share the event hub's one connection; this pool serves the publishes
         # of creates and cancels, and the health checks.
         redis = redis_client(settings, max_connections=200)
         closers.append(redis.close)
+    # MCP tools are the ones the workers have and publish (jarvis_agents/tools/mcp/published.py).
+    tools = PublishedTools(redis, static=own_tools, servers=settings.mcp_servers)
     if service is None:
         repository = open_repository(settings, pool_size=20)
         closers.append(repository.engine.dispose)
@@ -55,7 +58,7 @@ def create_app(
             settings=settings,
             dispatcher=CeleryDispatcher(create_celery(settings)),
             events=RedisEventBus(redis),
-            tool_names=[tool["name"] for tool in tools],
+            tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),
         )
     hub = EventHub(redis)
@@ -67,7 +70,8 @@ def create_app(
     context = ApiContext(
         settings=settings, service=service, repository=service.repository, redis=redis, hub=hub,
         tools=tools, timing=timing or StreamTiming(), closers=closers,
-        openapi=openapi.build_openapi([tool["name"] for tool in tools]),
+        # Without MCP servers the tools are fixed, and the document can name them.
+        openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
         metrics_registry=health.metrics_registry(service.repository, redis, hub),
         stream_slots=StreamSlots(settings.max_streams_per_user),
     )

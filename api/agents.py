@@ -70,7 +70,7 @@ def cancel_agent(raw_id: str) -> Response:
 
 @bp.get("/tools")
 def list_tools() -> Response:
-    return jsonify({"tools": ctx().tools})
+    return jsonify({"tools": ctx().tools.describe()})
 
 
 def agent_response(agent: Agent, status: int) -> Response:

@@ -13,6 +13,7 @@ from api.stream_slots import StreamSlots
 from jarvis_agents.config import Settings
 from jarvis_agents.service import AgentService
 from jarvis_agents.store.repository import Repository
+from jarvis_agents.tools.mcp.published import PublishedTools
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class ApiContext:
     repository: Repository
     redis: Any
     hub: EventHub
-    tools: list[dict[str, str]]
+    tools: PublishedTools
     openapi: dict[str, Any]
     metrics_registry: Any
     stream_slots: StreamSlots

@@ -49,7 +49,11 @@ def readyz() -> Response:
         "ollama": lambda: _check_ollama(context),
     })
     ready = all(check["ok"] for check in checks.values())
-    response = jsonify({"status": "ready" if ready else "unavailable", "checks": checks})
+    body: dict[str, Any] = {"status": "ready" if ready else "unavailable", "checks": checks}
+    if context.settings.mcp_servers:
+        # A server down costs its tools only: reported beside the checks, never a 503.
+        body["mcp"] = context.tools.readiness()
+    response = jsonify(body)
     response.status_code = 200 if ready else 503
     return response
 

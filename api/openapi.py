@@ -2,7 +2,8 @@
 
 Operations are written out here, next to one another, so the document reads like
 CONTRACT §2; the schemas come from `api.schemas`, the same models that validate
-requests. The tools enum is filled in from the tools this server actually has.
+requests. The tools enum is filled in from the tools this server actually has, when
+they are fixed: with MCP servers configured, tools come and go, and it is left out.
 """
 
 from __future__ import annotations
@@ -248,7 +249,12 @@ def _operations() -> dict[str, dict[str, Any]]:
         "/api/v1/tools": {
             "get": {
                 "operationId": "listTools", "tags": ["agents"],
-                "summary": "The tools an agent may use.",
+                "summary": "The tools an agent may use, MCP tools included.",
+                "description": "Built-ins and plug-ins, then the tools of each MCP server "
+                               "(`JARVIS_MCP_CONFIG`) that a running worker has reached, named "
+                               "`<server>__<tool>` with `source` `mcp:<server>`. `input_schema` "
+                               "is what a call passes: a react INPUT as that JSON object, or a "
+                               "plain string for a tool of one required string parameter.",
                 "responses": {"200": _json("ToolList", "The tools."), **COMMON_ERRORS},
             },
         },

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -186,8 +186,16 @@ class StepList(BaseModel):
 class Tool(BaseModel):
     model_config = ConfigDict(title="Tool")
 
-    name: str
+    name: str = Field(description="What ACTION names; an MCP tool's is `<server>__<tool>`.")
     description: str
+    source: str = Field(
+        description="`builtin`, `plugin`, or `mcp:<server>` for a tool of that MCP server.",
+        pattern=r"^(builtin|plugin|mcp:[A-Za-z0-9_-]+)$",
+    )
+    input_schema: dict[str, Any] = Field(
+        description="The tool's arguments as a JSON Schema object: what a call passes, as the "
+                    "JSON object of a react INPUT or a native call's arguments.",
+    )
 
 
 class ToolList(BaseModel):
@@ -239,11 +247,30 @@ class Checks(BaseModel):
     ollama: OllamaCheck
 
 
+class McpServerStatus(BaseModel):
+    model_config = ConfigDict(title="McpServerStatus")
+
+    ok: bool
+    error: str | None
+    tools: int = Field(ge=0, description="How many tools it lists.")
+
+
+class McpReadiness(BaseModel):
+    """Only when JARVIS_MCP_CONFIG names servers; a server down is a warning, not a 503."""
+
+    model_config = ConfigDict(title="McpReadiness")
+
+    servers: dict[str, McpServerStatus]
+    warnings: list[str]
+
+
 class Readiness(BaseModel):
     model_config = ConfigDict(title="Readiness")
 
     status: Literal["ready", "unavailable"]
     checks: Checks
+    mcp: McpReadiness | None = Field(
+        default=None, description="The MCP servers, as the workers report them (when configured).")
 
 
 # --- server-sent events (documentation) ----------------------------------------------

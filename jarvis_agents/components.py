@@ -92,7 +92,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.store.outages import OutageTolerantStore
-    from jarvis_agents.tools.registry import ToolRegistry
+    from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
     # Statements take well under a millisecond: 20 connections serve 200 agents, and a
@@ -105,7 +105,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         settings, pool_size=min(20, settings.worker_concurrency // 4 + 5), overflow=False)
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
     events = RedisEventBus(redis)
-    tools = ToolRegistry.default(settings)
+    tools = worker_registry(settings, redis)  # MCP servers started, their tools published
 
     # An agent's own database calls ride out a database restart (store/outages.py).
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)

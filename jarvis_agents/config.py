@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from jarvis_agents.errors import ConfigError
+from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
 
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
@@ -62,6 +63,7 @@ class Settings:
     searxng_url: str | None = None
     duckduckgo_url: str = "https://api.duckduckgo.com/"
     log_json: bool | None = None
+    mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -130,6 +132,7 @@ class Settings:
             searxng_url=searxng_url,
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+            mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -135,7 +135,6 @@ class Executor:
         cancel was never heard.
         """
         tools = self.tools.subset(agent.tools)
-        tool_list = [t for t in (tools.get(n) for n in tools.names()) if t is not None]
         # A first attempt at 0 steps (nearly every claim) has none to read back: its
         # claim found the agent PENDING. Any later attempt reads them, whatever count it
         # came with: a take-over that waited for the last attempt's step write to commit
@@ -164,7 +163,7 @@ class Executor:
                         agent, state, StopReason.MAX_STEPS,
                         f"reached the step limit ({agent.max_steps}) without a final answer",
                     )
-                finished = self._iterate(agent, tools, tool_list, state, deadline_at, should_stop)
+                finished = self._iterate(agent, tools, state, deadline_at, should_stop)
                 if finished is not None:
                     return finished
         except (Cancelled, StaleAttempt) as exc:
@@ -181,10 +180,11 @@ class Executor:
 
     # --- one iteration ---------------------------------------------------------------
 
-    def _iterate(self, agent, tools, tool_list, state, deadline_at, should_stop) -> Agent | None:  # type: ignore[no-untyped-def]
+    def _iterate(self, agent, tools, state, deadline_at, should_stop) -> Agent | None:  # type: ignore[no-untyped-def]
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
-        messages = build_messages(agent.goal, tool_list, state.history)
+        # The tools as they are now: an MCP server's may have come, gone or changed.
+        messages = build_messages(agent.goal, tools.listed(), state.history)
         began = time.monotonic()
         try:
             reply = self.model.chat(
@@ -251,7 +251,7 @@ class Executor:
               should_stop: Callable[[], bool]) -> Step:
         """Run the ACT's tool; its OBSERVE row, numbered `seq`. Raises Cancelled if the
         agent is stopped while a blocking tool runs (the tool is abandoned)."""
-        result = tools.call(act.tool or "", act.content, should_stop=should_stop)
+        result = tools.call_text(act.tool or "", act.content, should_stop=should_stop)
         self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
         return Step(
             seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,

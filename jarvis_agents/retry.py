@@ -21,17 +21,19 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
+    stop_never,
     wait_exponential,
     wait_random,
 )
 
-from jarvis_agents.errors import ModelError, first_line
+from jarvis_agents.errors import JarvisError, ModelError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,28 @@ def database_outage_policy(
         retry=retry_if_exception(is_database_outage),
         reraise=True,
         sleep=sleep,
+        before_sleep=_log_retry(what, None),
+    )
+
+
+class McpServerDown(JarvisError):
+    """Raised inside an MCP connection when its server could not start, stopped answering
+    or was lost soon after it started; the restart policy tries again."""
+
+
+def mcp_restart_policy(*, what: str, initial_s: float = 0.5, max_s: float = 30.0) -> AsyncRetrying:
+    """Start an MCP server again, for as long as the process runs, on McpServerDown.
+
+    Backoff doubles from `initial_s` up to `max_s`, plus up to `initial_s` of jitter: a
+    server that crashes as it starts is not respawned in a tight loop, and one that
+    comes back is found within `max_s`. Asynchronous: it runs on the process's MCP
+    event loop (tools/mcp/loop.py), where a closing process cancels its sleep.
+    """
+    return AsyncRetrying(
+        stop=stop_never,
+        wait=wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s),
+        retry=retry_if_exception_type(McpServerDown),
+        reraise=True,
         before_sleep=_log_retry(what, None),
     )
 

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
@@ -36,6 +36,29 @@ class Dispatcher(Protocol):
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         """Tell workers to drop or stop these tasks (best effort)."""
+
+
+@runtime_checkable
+class ToolNames(Protocol):
+    """The names a create may give in `tools` (the API's: MCP tools come and go)."""
+
+    def names(self) -> list[str]: ...
+
+    def canonical(self, name: str) -> str | None:
+        """The name as the tool is listed, or None when there is no such tool."""
+
+
+class FixedToolNames:
+    """A set of names that does not change, matched ignoring case and spaces."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = {name.lower(): name for name in names}
+
+    def names(self) -> list[str]:
+        return list(self._names.values())
+
+    def canonical(self, name: str) -> str | None:
+        return self._names.get(name.strip().lower())
 
 
 @dataclass(frozen=True)
@@ -63,14 +86,14 @@ class AgentService:
         settings: Settings,
         dispatcher: Dispatcher,
         events: EventBus,
-        tool_names: Sequence[str],
+        tool_names: Sequence[str] | ToolNames,
         webhook_check: object | None = None,
     ) -> None:
         self.repository = repository
         self.settings = settings
         self.dispatcher = dispatcher
         self.events = events
-        self.tool_names = {name.lower(): name for name in tool_names}
+        self.tool_names = tool_names if isinstance(tool_names, ToolNames) else FixedToolNames(tool_names)
         self.webhook_check = webhook_check
 
     def create(
@@ -79,14 +102,15 @@ class AgentService:
         """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat."""
         tools = None
         if request.tools is not None:
-            unknown = [t for t in request.tools if t.strip().lower() not in self.tool_names]
+            known = [(name, self.tool_names.canonical(name)) for name in request.tools]
+            unknown = [name for name, canonical in known if canonical is None]
             if unknown:
                 raise RequestError(
                     f"unknown tool(s): {', '.join(unknown)}; available tools: "
-                    f"{', '.join(sorted(self.tool_names.values()))}",
+                    f"{', '.join(sorted(self.tool_names.names()))}",
                     code="unknown_tool",
                 )
-            tools = tuple(dict.fromkeys(self.tool_names[t.strip().lower()] for t in request.tools))
+            tools = tuple(dict.fromkeys(canonical for _, canonical in known if canonical))
         if request.webhook_url is not None and callable(self.webhook_check):
             self.webhook_check(request.webhook_url)
         agent = Agent.new(

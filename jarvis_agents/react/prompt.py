@@ -13,10 +13,12 @@ from functools import cache, lru_cache
 from importlib import resources
 from itertools import groupby
 from string import Template
+from typing import Any
 
 from jarvis_agents.lifecycle import Step, StepType
 from jarvis_agents.llm.base import ChatMessage
-from jarvis_agents.tools.base import Tool
+from jarvis_agents.tools.arguments import example, text_parameter
+from jarvis_agents.tools.base import ListedTool
 
 __all__ = ["STOP_SEQUENCES", "build_messages", "render_system_prompt"]
 
@@ -46,9 +48,31 @@ def _template() -> Template:
     return Template(text)
 
 
-def render_system_prompt(tools: Sequence[Tool]) -> str:
-    """The system prompt with every tool's name, description and input hint, in order."""
-    return _rendered(tuple((tool.name, tool.description, tool.input_hint) for tool in tools))
+def render_system_prompt(tools: Sequence[ListedTool]) -> str:
+    """The system prompt with every tool's name, description and input, in order."""
+    return _rendered(tuple((tool.name, tool.description, input_format(tool.input_schema))
+                           for tool in tools))
+
+
+def input_format(schema: dict[str, Any]) -> str:
+    """How the prompt shows a tool's input, compactly.
+
+    A tool of one string parameter is shown as that parameter's description, as plain
+    text is all its INPUT needs (CONTRACT §7); any other as the JSON object it takes,
+    with its fields' descriptions, if any, on the line after.
+    """
+    properties = schema.get("properties") or {}
+    parameter = text_parameter(schema)
+    if parameter is not None and len(properties) == 1:
+        spec = properties[parameter] if isinstance(properties[parameter], dict) else {}
+        return str(spec.get("description") or parameter).strip()
+    notes = "; ".join(
+        f"{name}: {' '.join(str(spec['description']).split())}"
+        for name, spec in properties.items()
+        if isinstance(spec, dict) and spec.get("description")
+    )
+    shown = f"a JSON object {example(schema)}"
+    return f"{shown}\n  Fields: {notes}" if notes else shown
 
 
 @lru_cache(maxsize=64)
@@ -57,8 +81,8 @@ def _rendered(tools: tuple[tuple[str, str, str], ...]) -> str:
     # gets a new prompt; an agent's iterations (and most agents) share one rendering.
     listing = (
         "\n".join(
-            f"- {name}: {description.strip()}\n  Input format: {hint.strip()}"
-            for name, description, hint in tools
+            f"- {name}: {description.strip()}\n  Input: {shown}"
+            for name, description, shown in tools
         )
         if tools
         else _NO_TOOLS
@@ -94,7 +118,7 @@ def _iteration_messages(steps: Sequence[Step]) -> list[ChatMessage]:
     ]
 
 
-def build_messages(goal: str, tools: Sequence[Tool], history: Sequence[Step]) -> list[ChatMessage]:
+def build_messages(goal: str, tools: Sequence[ListedTool], history: Sequence[Step]) -> list[ChatMessage]:
     """System prompt, the goal, then each complete earlier iteration, oldest first.
 
     Each replayed iteration is the assistant's reply exactly as the contract asks

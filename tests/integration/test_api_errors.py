@@ -248,7 +248,9 @@ def test_optional_fields_are_applied(api: Api, key: str):
         http.delete(created.headers["Location"])
         tools = http.get("/api/v1/tools").json()["tools"]
         assert {t["name"] for t in tools} >= {"calculate", "getTime", "getWeather", "search"}
-        assert all(set(t) == {"name", "description"} and t["description"] for t in tools)
+        assert all(set(t) == {"name", "description", "source", "input_schema"} and t["description"]
+                   and t["source"] == "builtin" and t["input_schema"]["type"] == "object"
+                   for t in tools)
 
 
 def test_a_random_agent_id_is_a_404(api: Api, key: str):

@@ -10,7 +10,7 @@ from jarvis_agents.lifecycle import Step, StepType
 from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.react.parser import Action, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages, render_system_prompt
-from jarvis_agents.tools.base import ToolContext
+from jarvis_agents.tools.base import RegisteredTool, ToolContext, mcp_source
 
 GOAL = "What is 2 + 2, and what time is it in Tokyo?"
 AT = datetime(2024, 1, 1, tzinfo=UTC)
@@ -26,11 +26,20 @@ class FakeTool:
         return tool_input
 
 
-TOOLS = [
+TEXT_TOOLS = [
     FakeTool("calculate", "Evaluates arithmetic without eval.", "an expression, e.g. 2 * (3 + 4)"),
     FakeTool("getTime", "Current time in a zone or city.", "an IANA zone such as Asia/Tokyo"),
     FakeTool("search", "Searches the web; costs ${price} {per} call.", "a query in plain words"),
 ]
+TOOLS = [RegisteredTool.of(tool, source="builtin") for tool in TEXT_TOOLS]
+
+
+@dataclass(frozen=True)
+class SchemaTool:
+    name: str
+    description: str
+    input_schema: dict
+    source: str = mcp_source("srv")
 
 
 def step(seq: int, number: int, type_: StepType, content: str, tool: str | None = None) -> Step:
@@ -50,12 +59,25 @@ def complete_history() -> list[Step]:
 
 def test_system_prompt_lists_every_tool() -> None:
     prompt = render_system_prompt(TOOLS)
-    for tool in TOOLS:
+    for tool in TEXT_TOOLS:
         assert tool.name in prompt
         assert tool.description in prompt
-        assert tool.input_hint in prompt
+        assert f"Input: {tool.input_hint}\n" in prompt  # plain text is all it needs
     # Listed in the order given, so the prompt is stable for a given tool set.
     assert prompt.index("calculate") < prompt.index("getTime") < prompt.index("- search")
+
+
+def test_a_tool_of_several_arguments_is_listed_with_the_json_it_takes() -> None:
+    add = SchemaTool("srv__add", "Add two numbers.", {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "description": "the first"},
+                       "b": {"type": "integer"}, "note": {"type": "string"}},
+        "required": ["a", "b"],
+    })
+    prompt = render_system_prompt([*TOOLS, add])
+    assert ('- srv__add: Add two numbers.\n  Input: a JSON object '
+            '{"a": integer, "b": integer, "note"?: string}\n  Fields: a: the first\n') in prompt
+    assert "write INPUT as that one JSON object" in prompt
 
 
 def test_system_prompt_states_the_contract() -> None:

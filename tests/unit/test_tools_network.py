@@ -442,9 +442,9 @@ def test_network_failures_are_observations_in_the_registry(
 ) -> None:
     server.routes["/v1/search"] = Route({"results": [LONDON]})
     server.routes["/v1/forecast"] = Route(b"oops", status=502)
-    monkeypatch.setattr("jarvis_agents.tools.registry.metadata.entry_points", lambda **_: [])
+    monkeypatch.setattr("jarvis_agents.tools.plugins.metadata.entry_points", lambda **_: [])
     with ToolRegistry.default(settings) as registry:
-        result = registry.call("getweather", "London")
+        result = registry.call_text("getweather", "London")
     assert (result.ok, result.tool) == (False, "getWeather")
     assert (
         result.content

@@ -14,8 +14,9 @@ import pytest
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, ToolError
-from jarvis_agents.tools import registry as registry_module
+from jarvis_agents.tools import plugins as plugins_module
 from jarvis_agents.tools.base import Tool, ToolContext
+from jarvis_agents.tools.builtin.calculate import CalculateTool
 from jarvis_agents.tools.registry import ToolRegistry, ToolResult, truncate
 
 TIMEOUT_S = 0.3
@@ -46,7 +47,7 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def no_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     # Isolate the tests from whatever plugins the environment happens to have installed.
-    monkeypatch.setattr(registry_module.metadata, "entry_points", lambda **_: [])
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", lambda **_: [])
 
 
 @pytest.fixture
@@ -76,16 +77,16 @@ def test_lookup_is_exact_trimmed_and_case_insensitive(
 ) -> None:
     search, web_search = FakeTool("search"), FakeTool("webSearch")
     registry = make_registry(search, web_search)
-    assert registry.get("search") is search
-    assert registry.get("  SEARCH\n") is search
-    assert registry.get("websearch") is web_search
+    assert registry.get("search").tool is search
+    assert registry.get("  SEARCH\n").tool is search
+    assert registry.get("websearch").tool is web_search
     for near_miss in ["web search", "searchx", "searc", "web_search", "search()", ""]:
         assert registry.get(near_miss) is None, near_miss
 
 
 def test_search_never_dispatches_web_search(make_registry: Callable[..., ToolRegistry]) -> None:
     only_web = make_registry(FakeTool("webSearch"))
-    result = only_web.call("search", "cats")
+    result = only_web.call_text("search", "cats")
     assert (result.ok, result.tool) == (False, None)
     assert result.content == (
         "Unknown tool 'search'. Available tools: webSearch. "
@@ -98,9 +99,15 @@ def test_the_default_registry_names_the_builtins(settings: Settings, no_plugins:
         assert registry.names() == ["calculate", "getTime", "getWeather", "search"]
         assert [d["name"] for d in registry.describe()] == registry.names()
         assert all(
-            set(d) == {"name", "description"} and d["description"] for d in registry.describe()
+            set(d) == {"name", "description", "source", "input_schema"} and d["description"]
+            and d["source"] == "builtin" for d in registry.describe()
         )
-        result = registry.call("web_search", "cats")
+        assert registry.describe()[0]["input_schema"] == {
+            "type": "object",
+            "properties": {"expression": {"type": "string", "description": CalculateTool.input_hint}},
+            "required": ["expression"], "additionalProperties": False,
+        }
+        result = registry.call_text("web_search", "cats")
     assert result == ToolResult(
         content=(
             "Unknown tool 'web_search'. Available tools: calculate, getTime, getWeather, search. "
@@ -114,7 +121,7 @@ def test_the_default_registry_names_the_builtins(settings: Settings, no_plugins:
 
 def test_a_call_returns_the_canonical_name(make_registry: Callable[..., ToolRegistry]) -> None:
     registry = make_registry(FakeTool("getTime"))
-    result = registry.call(" GETTIME ", "Tokyo")
+    result = registry.call_text(" GETTIME ", "Tokyo")
     assert result.ok and result.tool == "getTime" and result.content == "echo: Tokyo"
     assert isinstance(result.duration_ms, int) and result.duration_ms >= 0
 
@@ -124,7 +131,7 @@ def test_the_tool_gets_settings_client_and_timeout(
 ) -> None:
     tool = FakeTool("probe")
     registry = make_registry(tool)
-    registry.call("probe", "")
+    registry.call_text("probe", "")
     (context,) = tool.contexts
     assert context.timeout_s == TIMEOUT_S
     assert isinstance(context.http, httpx.Client)
@@ -143,17 +150,17 @@ def test_subset_keeps_only_the_named_tools(make_registry: Callable[..., ToolRegi
     assert registry.subset(None).names() == ["calculate", "search"]
     only = registry.subset(["SEARCH", "search", "missing"])
     assert only.names() == ["search"]
-    assert only.call("calculate", "1+1").ok is False
-    assert only.call("search", "x").content == "echo: x"
+    assert only.call_text("calculate", "1+1").ok is False
+    assert only.call_text("search", "x").content == "echo: x"
 
 
 def test_subsets_share_the_client_and_only_the_creator_closes_it(settings: Settings) -> None:
     tool = FakeTool("probe")
     registry = ToolRegistry([tool], settings=settings)
     child = registry.subset(["probe"])
-    child.call("probe", "")
+    child.call_text("probe", "")
     child.close()
-    registry.call("probe", "")
+    registry.call_text("probe", "")
     first, second = tool.contexts
     assert first.http is second.http
     assert not first.http.is_closed
@@ -173,7 +180,7 @@ def test_a_hung_tool_times_out(
 ) -> None:
     registry = make_registry(FakeTool("slow", lambda _: str(release.wait(60))))
     started = time.perf_counter()
-    result = registry.call("slow", "")
+    result = registry.call_text("slow", "")
     elapsed = time.perf_counter() - started
     assert TIMEOUT_S <= elapsed < TIMEOUT_S + 0.5
     assert (result.ok, result.tool) == (False, "slow")
@@ -181,7 +188,7 @@ def test_a_hung_tool_times_out(
         result.content == "Tool 'slow' timed out after 0.3 s; try a simpler input or another tool."
     )
     # The registry stays usable while the abandoned thread still hangs.
-    assert registry.call("slow", "").ok is False
+    assert registry.call_text("slow", "").ok is False
 
 
 def test_a_stop_signal_wakes_the_wait_for_a_blocking_tool(
@@ -201,14 +208,14 @@ def test_a_stop_signal_wakes_the_wait_for_a_blocking_tool(
     threading.Thread(target=stop_soon, daemon=True).start()
     started = time.perf_counter()
     with pytest.raises(Cancelled, match="slow"):
-        registry.call("slow", "", should_stop=signal)
+        registry.call_text("slow", "", should_stop=signal)
     assert time.perf_counter() - started < 5  # woken, not the tool's 30 s
     # A plain callable is polled; a tool that ends first is not cut short.
     deadline = time.monotonic() + 0.2
     with pytest.raises(Cancelled):
-        registry.call("slow", "", should_stop=lambda: time.monotonic() > deadline)
+        registry.call_text("slow", "", should_stop=lambda: time.monotonic() > deadline)
     quick = make_registry(FakeTool("quick"), tool_timeout_s=30)
-    assert quick.call("quick", "x", should_stop=lambda: False).content == "echo: x"
+    assert quick.call_text("quick", "x", should_stop=lambda: False).content == "echo: x"
 
 
 def test_offline_tools_run_on_the_callers_thread(
@@ -219,8 +226,8 @@ def test_offline_tools_run_on_the_callers_thread(
     offline.blocking = False  # type: ignore[attr-defined]
     plain = FakeTool("plain", lambda text: threads.append(threading.current_thread()) or text)
     registry = make_registry(offline, plain)
-    assert registry.call("offline", "a").content == "a"
-    assert registry.call("plain", "b").content == "b"
+    assert registry.call_text("offline", "a").content == "a"
+    assert registry.call_text("plain", "b").content == "b"
     assert threads[0] is threading.current_thread()
     assert threads[1] is not threading.current_thread()  # no flag: blocking, on a thread
     assert registry.runs_inline("offline") and registry.runs_inline("no-such-tool")
@@ -235,7 +242,7 @@ def test_an_offline_tools_failure_is_still_an_observation(
 
     offline = FakeTool("offline", refuse)
     offline.blocking = False  # type: ignore[attr-defined]
-    result = make_registry(offline).call("offline", "1/0")
+    result = make_registry(offline).call_text("offline", "1/0")
     assert (result.ok, result.content) == (False, "Division by zero is not defined.")
 
 
@@ -250,7 +257,7 @@ def test_a_tool_error_becomes_its_message(make_registry: Callable[..., ToolRegis
     def refuse(_: str) -> str:
         raise ToolError("No place called 'Atlantis' was found.")
 
-    result = make_registry(FakeTool("getWeather", refuse)).call("getWeather", "Atlantis")
+    result = make_registry(FakeTool("getWeather", refuse)).call_text("getWeather", "Atlantis")
     assert result == ToolResult(
         "No place called 'Atlantis' was found.", False, "getWeather", result.duration_ms
     )
@@ -262,8 +269,8 @@ def test_any_other_exception_becomes_a_readable_observation(
     def explode(_: str) -> str:
         raise KeyError("latitude")
 
-    with caplog.at_level(logging.ERROR, logger=registry_module.__name__):
-        result = make_registry(FakeTool("explode", explode)).call("explode", "x")
+    with caplog.at_level(logging.ERROR, logger="jarvis_agents.tools.registry"):
+        result = make_registry(FakeTool("explode", explode)).call_text("explode", "x")
     assert result.ok is False and result.tool == "explode"
     assert result.content == (
         "Tool 'explode' failed with KeyError: 'latitude'. Try a different input or another tool."
@@ -272,7 +279,7 @@ def test_any_other_exception_becomes_a_readable_observation(
 
 
 def test_long_output_is_truncated_with_a_marker(make_registry: Callable[..., ToolRegistry]) -> None:
-    result = make_registry(FakeTool("big", lambda _: "x" * 10_000)).call("big", "")
+    result = make_registry(FakeTool("big", lambda _: "x" * 10_000)).call_text("big", "")
     assert result.ok
     assert len(result.content) <= 200
     kept = result.content.split("\n…")[0]
@@ -291,8 +298,8 @@ def test_non_text_results_are_shown_as_text(make_registry: Callable[..., ToolReg
     number = FakeTool("number", lambda _: 42)  # type: ignore[arg-type,return-value]
     nothing = FakeTool("nothing", lambda _: None)  # type: ignore[arg-type,return-value]
     registry = make_registry(number, nothing)
-    assert registry.call("number", "").content == "42"
-    assert registry.call("nothing", "").content == ""
+    assert registry.call_text("number", "").content == "42"
+    assert registry.call_text("nothing", "").content == ""
 
 
 def test_bad_tools_are_refused_at_construction(settings: Settings) -> None:
@@ -348,7 +355,7 @@ def test_plugins_load_from_entry_points(
         groups.append(group)
         return entry_points
 
-    monkeypatch.setattr(registry_module.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", fake_entry_points)
     with caplog.at_level(logging.WARNING), ToolRegistry.default(settings) as registry:
         assert groups == ["jarvis_agents.tools"]
         assert registry.names() == [
@@ -360,8 +367,8 @@ def test_plugins_load_from_entry_points(
             "fromClass",
             "fromFactory",
         ]
-        assert registry.call("fromClass", "").content == "class plugin"
-        assert registry.call("calculate", "6 * 7").content == "42"  # the built-in still wins
+        assert registry.call_text("fromClass", "").content == "class plugin"
+        assert registry.call_text("calculate", "6 * 7").content == "42"  # the built-in still wins
     logged = caplog.text
     for problem in [
         "broken-import",
@@ -378,7 +385,7 @@ def test_a_failing_plugin_listing_is_logged_not_raised(
     def broken(**_: object) -> list[object]:
         raise OSError("unreadable metadata")
 
-    monkeypatch.setattr(registry_module.metadata, "entry_points", broken)
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", broken)
     with ToolRegistry.default(settings) as registry:
         assert registry.names() == ["calculate", "getTime", "getWeather", "search"]
     assert "could not list tool plugins" in caplog.text

@@ -97,6 +97,7 @@ class CalculateTool:
         "Evaluate an arithmetic expression exactly, e.g. (1234 * 5.5) / 3 or sqrt(2) ^ 10. " + HINT
     )
     input_hint = "an arithmetic expression, e.g. 2 * (3 + 4) ^ 2"
+    input_parameter = "expression"  # its schema: {"expression": string}, required
     # No I/O, and every input that could compute for long is refused first: the
     # registry runs it on the agent's own thread.
     blocking = False

@@ -119,6 +119,7 @@ class GetTimeTool:
         "São Paulo or an IANA name like Europe/London. Works offline."
     )
     input_hint = "a city name or an IANA time zone, e.g. Tokyo or Europe/London"
+    input_parameter = "place"  # its schema: {"place": string}, required
     # Offline (a table lookup and the tz database): the registry runs it inline.
     blocking = False
 

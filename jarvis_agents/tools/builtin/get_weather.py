@@ -70,6 +70,7 @@ class GetWeatherTool:
         "ambiguous, e.g. Paris, France."
     )
     input_hint = "a city name, e.g. London or Springfield, United States"
+    input_parameter = "city"  # its schema: {"city": string}, required
 
     def run(self, tool_input: str, *, context: ToolContext) -> str:
         city = tool_input.strip().strip("`'\"").strip()

@@ -37,6 +37,7 @@ class SearchTool:
         "a title, a URL and a short snippet."
     )
     input_hint = "a short search query, e.g. population of Canada 2024"
+    input_parameter = "query"  # its schema: {"query": string}, required
 
     def run(self, tool_input: str, *, context: ToolContext) -> str:
         query = " ".join(tool_input.split()).strip("`'\"")

@@ -1,0 +1,129 @@
+"""Real MCP servers for the tests, written with the official SDK (`mcp.server.MCPServer`).
+
+    python -m tests.support.mcp_servers KIND            # over stdio
+    python -m tests.support.mcp_servers KIND --http PORT  # Streamable HTTP at /mcp
+
+KIND is one of:
+- `calc`: add(a, b), echo(text), noop(), fail() (an error result), big() (long output);
+- `crashy`: echo(text), and explode(), which kills the server in the middle of the call;
+- `slow`: sleep(seconds), which answers after that long; a cancelled call writes
+  `cancelled` to the file $MCP_MARKER, so a test can see the request was cancelled;
+- `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+
+def calc() -> MCPServer:
+    server = MCPServer("calc")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two whole numbers."""
+        return a + b
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Repeat the text."""
+        return text
+
+    @server.tool()
+    def noop() -> str:
+        """Do nothing, at once."""
+        return "ok"
+
+    @server.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ValueError("the disk is on fire")
+
+    @server.tool()
+    def big() -> str:
+        """A very long answer."""
+        return "x" * 50_000
+
+    return server
+
+
+def crashy() -> MCPServer:
+    server = MCPServer("crashy")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Repeat the text."""
+        return text
+
+    @server.tool()
+    def explode() -> str:
+        """Kill the server in the middle of the call."""
+        os._exit(7)
+
+    return server
+
+
+def slow() -> MCPServer:
+    server = MCPServer("slow")
+
+    @server.tool()
+    async def sleep(seconds: float) -> str:
+        """Answer after `seconds`."""
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            marker = os.environ.get("MCP_MARKER")
+            if marker:
+                Path(marker).write_text("cancelled")
+            raise
+        return f"slept {seconds:g} s"
+
+    return server
+
+
+def changing() -> MCPServer:
+    server = MCPServer("changing")
+
+    @server.tool()
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add the tool `extra`, and say the list changed."""
+
+        def extra(text: str) -> str:
+            """A tool that was not there at first."""
+            return f"extra: {text}"
+
+        server.add_tool(extra, name="extra")
+        await ctx.notify_tools_changed()
+        return "grown"
+
+    return server
+
+
+KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="tests.support.mcp_servers")
+    parser.add_argument("kind", choices=sorted(KINDS))
+    parser.add_argument("--http", type=int, default=None, metavar="PORT")
+    options = parser.parse_args()
+    server = KINDS[options.kind]()
+    if options.http is None:
+        server.run()
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=options.http)
+
+
+if __name__ == "__main__":
+    main()
