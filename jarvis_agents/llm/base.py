@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
 OnDelta = Callable[[str], None]
@@ -90,6 +91,11 @@ class ToolSpec:
     description: str
     parameters: Mapping[str, Any] = field(
         default_factory=lambda: {"type": "object", "properties": {}})
+
+    def as_function(self) -> dict[str, Any]:
+        """The tool as both Ollama and OpenAI take it in a request's `tools`."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": dict(self.parameters)}}
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,21 @@ class ChatModel(Protocol):
     ) -> Capabilities:
         """What `model` supports, asked of its server once per process and remembered."""
         ...
+
+
+class Closing:
+    """An adapter used as a context manager: leaving the block closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 class StopSignal:

@@ -21,8 +21,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Self
 
 import httpx
 import ollama
@@ -31,7 +29,14 @@ from jarvis_agents.config import Settings
 from jarvis_agents.errors import JarvisError, ModelError, ModelNotFound
 from jarvis_agents.llm import wire
 from jarvis_agents.llm.attempts import Retries, attempt, interrupts_for
-from jarvis_agents.llm.base import Capabilities, ChatReply, ChatRequest, OnDelta, PingResult
+from jarvis_agents.llm.base import (
+    Capabilities,
+    ChatReply,
+    ChatRequest,
+    Closing,
+    OnDelta,
+    PingResult,
+)
 from jarvis_agents.llm.interrupts import Interrupts
 from jarvis_agents.llm.ollama_protocol import (
     capabilities_of,
@@ -44,7 +49,7 @@ from jarvis_agents.llm.streaming import StreamingClient, reason
 from jarvis_agents.retry import TransientModelError
 
 
-class OllamaChatModel:
+class OllamaChatModel(Closing):
     """ChatModel over an Ollama server (see `jarvis_agents.llm.base.ChatModel`)."""
 
     def __init__(
@@ -80,14 +85,6 @@ class OllamaChatModel:
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # --- the ChatModel protocol ------------------------------------------------------
 

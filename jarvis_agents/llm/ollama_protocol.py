@@ -28,12 +28,7 @@ def encode_request(request: ChatRequest, *, stream: bool = True) -> bytes:
         "messages": _messages(request.messages),
     }
     if request.tools:
-        body["tools"] = [
-            {"type": "function", "function": {
-                "name": tool.name, "description": tool.description,
-                "parameters": dict(tool.parameters)}}
-            for tool in request.tools
-        ]
+        body["tools"] = [tool.as_function() for tool in request.tools]
     if request.output_schema is not None:
         body["format"] = dict(request.output_schema)
     if request.think is not None:

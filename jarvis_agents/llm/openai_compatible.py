@@ -17,8 +17,7 @@ and other 4xx answers are not.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx2
 import openai
@@ -32,6 +31,7 @@ from jarvis_agents.llm.base import (
     ChatMessage,
     ChatReply,
     ChatRequest,
+    Closing,
     OnDelta,
     PingResult,
     ToolCall,
@@ -48,7 +48,7 @@ MAX_STOP_SEQUENCES = 4
 NO_API_KEY = "EMPTY"
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(Closing):
     """ChatModel over an OpenAI-compatible server (see `jarvis_agents.llm.base.ChatModel`)."""
 
     def __init__(
@@ -82,14 +82,6 @@ class OpenAIChatModel:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     # --- the ChatModel protocol ------------------------------------------------------
 
@@ -181,12 +173,7 @@ def _params(request: ChatRequest) -> dict[str, Any]:
     if stops := [s for s in request.stop if s][:MAX_STOP_SEQUENCES]:
         params["stop"] = stops
     if request.tools:
-        params["tools"] = [
-            {"type": "function", "function": {
-                "name": tool.name, "description": tool.description,
-                "parameters": dict(tool.parameters)}}
-            for tool in request.tools
-        ]
+        params["tools"] = [tool.as_function() for tool in request.tools]
     if request.output_schema is not None:
         params["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "answer", "schema": dict(request.output_schema)}}

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from types import TracebackType
-from typing import Self
 
 from jarvis_agents.config import PROVIDERS, Settings
 from jarvis_agents.errors import ModelError
-from jarvis_agents.llm.base import Capabilities, ChatReply, ChatRequest, OnDelta, PingResult
+from jarvis_agents.llm.base import (
+    Capabilities,
+    ChatReply,
+    ChatRequest,
+    Closing,
+    OnDelta,
+    PingResult,
+)
 from jarvis_agents.llm.ollama import OllamaChatModel
 from jarvis_agents.llm.openai_compatible import OpenAIChatModel, not_configured
 
@@ -33,7 +38,7 @@ def split_model(name: str, *, default_provider: str = "ollama") -> tuple[str, st
     return default_provider, name
 
 
-class ModelRouter:
+class ModelRouter(Closing):
     """ChatModel that hands each call to the provider its model's name says."""
 
     def __init__(
@@ -94,11 +99,3 @@ class ModelRouter:
         self.ollama.close()
         if self.openai is not None:
             self.openai.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
