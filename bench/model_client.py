@@ -1,15 +1,23 @@
-"""The model adapter's own cost: CPU per chat call and calls/s against an instant model.
+"""The model adapters' own cost: CPU per chat call and calls/s against an instant model.
 
-    python -m bench.model_client [--baseline DIR ...] [--calls 2000] [--concurrency 200]
+    python -m bench.model_client [--baseline DIR ...] [--protocol P ...] [--calls 2000]
+                                 [--concurrency 200]
 
-Starts `bench.model_server` (no latency) and makes `OllamaChatModel.chat` calls to it,
-`--calls` one after another, then as many again from `--concurrency` threads at once
-(a worker's agents), and reports the client process's CPU time per call and the calls
-per second of each, and the model server's CPU per call over all of them (it shares
-the cores, as in `python -m bench`). With `--baseline`, a directory holding another checkout of the
+Starts an instant model server and makes chat calls to it, `--calls` one after
+another, then as many again from `--concurrency` threads at once (a worker's agents),
+and reports the client process's CPU time per call and the calls per second of each,
+and the model server's CPU per call over all of them (it shares the cores, as in
+`python -m bench`). With `--baseline`, a directory holding another checkout of the
 project (`git worktree add /tmp/base main`; repeatable), the same is measured with
 that checkout's `jarvis_agents`, the variants taking turns round after round in fresh
 processes so that all see the same machine; the figures are medians over the rounds.
+
+`--protocol` (repeatable) says which client: `ollama` (the Ollama adapter, the
+default), `openai` (the OpenAI-compatible adapter: the `openai` client over our
+exchange) or `openai-httpx2` (the `openai` client alone, on its own httpx2 transport,
+for comparison). With only `ollama`, the server is `bench.model_server`; with any
+other, every variant runs against `tests.support.fake_ollama`, which speaks both
+protocols and sends the same pieces in each (its server CPU is higher: http.server).
 
 What it leaves out on purpose: everything an agent does besides the model call (the
 store, the bus, the tools). The whole-system figures are `python -m bench`'s.
@@ -26,25 +34,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.processes import ROOT, cpu_seconds, free_port
 
+PROTOCOLS = ("ollama", "openai", "openai-httpx2")
 # A conversation of the size the executor sends: the ReACT prompt, a goal, a turn.
 SYSTEM = "You are a helpful agent. Answer in the ReACT format.\n" * 40
 MESSAGES = [("system", SYSTEM), ("user", "What is 1234 * 902? [bench client]")]
 
 
-def _child(root: Path, url: str, calls: int, concurrency: int) -> dict[str, Any]:
+def _child(root: Path, url: str, calls: int, concurrency: int, protocol: str) -> dict[str, Any]:
     """Runs in a fresh process: the figures of the adapter found under `root`."""
     sys.path.insert(0, str(root))
-    from jarvis_agents.llm import ollama
-    from jarvis_agents.llm.base import ChatMessage
+    import jarvis_agents
 
-    if not Path(ollama.__file__).resolve().is_relative_to(root.resolve()):
-        raise SystemExit(f"imported {ollama.__file__}, not the adapter under {root}")
+    if not Path(jarvis_agents.__file__).resolve().is_relative_to(root.resolve()):
+        raise SystemExit(f"imported {jarvis_agents.__file__}, not the adapters under {root}")
     connects = 0
     connect = socket.socket.connect
 
@@ -54,12 +62,10 @@ def _child(root: Path, url: str, calls: int, concurrency: int) -> dict[str, Any]
         connect(sock, address)
 
     socket.socket.connect = counting  # type: ignore[method-assign]
-    messages = [ChatMessage(role, text) for role, text in MESSAGES]  # type: ignore[arg-type]
-    model = ollama.OllamaChatModel(host=url)
+    ask, close = _asker(protocol, url)
 
-    def ask() -> None:
-        reply = model.chat(messages, model="llama3.2", stop=["OBSERVATION:"],
-                           deadline=time.monotonic() + 30, should_stop=lambda: False)
+    def checked() -> None:
+        reply = ask()
         assert "ACTION: calculate" in reply, reply
 
     def measure(threads: int) -> dict[str, float]:
@@ -69,7 +75,7 @@ def _child(root: Path, url: str, calls: int, concurrency: int) -> dict[str, Any]
         def run() -> None:
             barrier.wait()
             for _ in range(per_thread):
-                ask()
+                checked()
 
         workers = [threading.Thread(target=run) for _ in range(threads)]
         for worker in workers:
@@ -85,18 +91,55 @@ def _child(root: Path, url: str, calls: int, concurrency: int) -> dict[str, Any]
                 "connections": float(connects - before)}
 
     for _ in range(50):  # warm-up: imports, the first connection, caches
-        ask()
+        checked()
     measure(concurrency)  # warm-up: every thread's connection
     figures: dict[str, Any] = {"sequential": measure(1), "concurrent": measure(concurrency)}
     figures["calls"] = 50 + calls + 2 * (calls // concurrency) * concurrency
-    model.close()
+    close()
     return figures
 
 
+def _asker(protocol: str, url: str) -> tuple[Callable[[], str], Callable[[], None]]:
+    """How the child asks for one reply with `protocol`'s client, and how it closes it."""
+    if protocol == "openai-httpx2":
+        import openai
+
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="bench", max_retries=0, timeout=30)
+
+        def ask_alone() -> str:
+            stream = client.chat.completions.create(
+                model="llama3.2", messages=[{"role": r, "content": t} for r, t in MESSAGES],  # type: ignore[misc]
+                stop=["OBSERVATION:"], stream=True, stream_options={"include_usage": True})
+            return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+        return ask_alone, client.close
+    from jarvis_agents.llm import base
+
+    messages = [base.ChatMessage(role, text) for role, text in MESSAGES]  # type: ignore[arg-type]
+    if protocol == "openai":
+        from jarvis_agents.llm.openai_compatible import OpenAIChatModel
+
+        model: Any = OpenAIChatModel(base_url=f"{url}/v1", api_key="bench")
+    else:
+        from jarvis_agents.llm.ollama import OllamaChatModel
+
+        model = OllamaChatModel(host=url)
+
+    def ask() -> str:
+        if not hasattr(model, "complete"):  # a checkout from before ChatModel.complete
+            return str(model.chat(messages, model="llama3.2", stop=["OBSERVATION:"],
+                                  deadline=time.monotonic() + 30, should_stop=lambda: False))
+        request = base.ChatRequest(messages, model="llama3.2", stop=["OBSERVATION:"])
+        return str(model.complete(request, deadline=time.monotonic() + 30,
+                                  should_stop=lambda: False).content)
+
+    return ask, model.close
+
+
 def _run_child(server_pid: int, root: Path, url: str, calls: int,
-               concurrency: int) -> dict[str, Any]:
+               concurrency: int, protocol: str) -> dict[str, Any]:
     args = [sys.executable, "-m", "bench.model_client", "--child", str(root), "--url", url,
-            "--calls", str(calls), "--concurrency", str(concurrency)]
+            "--calls", str(calls), "--concurrency", str(concurrency), "--protocol", protocol]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     server_cpu_s = cpu_seconds(server_pid)
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -107,10 +150,12 @@ def _run_child(server_pid: int, root: Path, url: str, calls: int,
     return figures
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
+def _start_server(both_protocols: bool) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
+    command = (["tests.support.fake_ollama", "--script", "calc"] if both_protocols
+               else ["bench.model_server"])
     server = subprocess.Popen(
-        [sys.executable, "-m", "bench.model_server", "--port", str(port), "--latency", "0"],
+        [sys.executable, "-m", *command, "--port", str(port), "--latency", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     if "listening" not in server.stdout.readline():
@@ -126,22 +171,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--protocol", action="append", choices=PROTOCOLS,
+                        help="which client to measure (repeatable; default: ollama)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    protocols = args.protocol or ["ollama"]
     if args.child is not None:
-        print(json.dumps(_child(args.child, args.url, args.calls, args.concurrency)))
+        print(json.dumps(_child(args.child, args.url, args.calls, args.concurrency, protocols[0])))
         return 0
-    variants = {str(path): path.resolve() for path in args.baseline} | {"this checkout": ROOT}
-    server, url = _start_server()
+    checkouts = {str(path): path.resolve() for path in args.baseline} | {"this checkout": ROOT}
+    variants = {(f"{name}, {protocol}" if len(protocols) > 1 else name): (root, protocol)
+                for name, root in checkouts.items() for protocol in protocols}
+    server, url = _start_server(protocols != ["ollama"])
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     try:
         for r in range(args.rounds):
             # Each in turn first, so that none always runs on a warmer machine.
             order = list(variants)[r % len(variants):] + list(variants)[:r % len(variants)]
             for name in order:
+                root, protocol = variants[name]
                 results[name].append(
-                    _run_child(server.pid, variants[name], url, args.calls, args.concurrency))
+                    _run_child(server.pid, root, url, args.calls, args.concurrency, protocol))
                 print(f"round {r + 1}, {name}: {json.dumps(results[name][-1])}", flush=True)
     finally:
         server.terminate()

@@ -88,7 +88,7 @@ class WorkerComponents:
 
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     from jarvis_agents.executor import Executor, Limits
-    from jarvis_agents.llm.ollama import OllamaChatModel
+    from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.store.outages import OutageTolerantStore
@@ -111,7 +111,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
     executor = Executor(
         store=store,
-        model=OllamaChatModel.from_settings(settings),
+        model=ModelRouter.from_settings(settings),
         tools=tools,
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),

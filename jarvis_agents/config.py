@@ -16,6 +16,7 @@ from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
 
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PROVIDER
 # Agents one worker process runs at once, as threads. A waiting agent blocks on a
 # socket or a queue, so an idle thread costs little: one process keeps hundreds of
 # slow agents in flight.
@@ -39,6 +40,9 @@ class Settings:
     data_dir: Path
     ollama_host: str = DEFAULT_OLLAMA_HOST
     model: str = DEFAULT_MODEL
+    provider: str = "ollama"
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
     max_steps: int = 10
     step_timeout_s: float = 30.0
     tool_timeout_s: float = 10.0
@@ -78,6 +82,13 @@ class Settings:
         if "://" not in ollama_host:  # the ollama client accepts "host:port" too
             ollama_host = f"http://{ollama_host}"
         _check_url("OLLAMA_HOST", ollama_host, schemes={"http", "https"})
+        provider = (env.get("JARVIS_PROVIDER") or "ollama").strip().lower()
+        if provider not in PROVIDERS:
+            raise ConfigError(
+                f"JARVIS_PROVIDER must be 'ollama' or 'openai', not {env['JARVIS_PROVIDER']!r}")
+        openai_base_url = env.get("OPENAI_BASE_URL") or None
+        if openai_base_url:
+            _check_url("OPENAI_BASE_URL", openai_base_url, schemes={"http", "https"})
         searxng_url = env.get("JARVIS_SEARXNG_URL") or None
         if searxng_url:
             _check_url("JARVIS_SEARXNG_URL", searxng_url, schemes={"http", "https"})
@@ -102,6 +113,9 @@ class Settings:
             data_dir=data_dir,
             ollama_host=ollama_host.rstrip("/"),
             model=env.get("JARVIS_MODEL") or DEFAULT_MODEL,
+            provider=provider,
+            openai_base_url=openai_base_url.rstrip("/") if openai_base_url else None,
+            openai_api_key=env.get("OPENAI_API_KEY") or None,
             max_steps=_int(env, "JARVIS_MAX_STEPS", 10, low=1, high=50),
             step_timeout_s=_float(env, "JARVIS_STEP_TIMEOUT", 30.0),
             tool_timeout_s=_float(env, "JARVIS_TOOL_TIMEOUT", 10.0),

@@ -95,9 +95,9 @@ class ModelUnavailable(ModelError):
 class ModelNotFound(ModelError):
     """Raised when the model server does not know the requested model (never retried)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, message: str | None = None) -> None:
         super().__init__(
-            f"the model '{model}' is not available on the Ollama server; "
+            message or f"the model '{model}' is not available on the Ollama server; "
             f"pull it with `ollama pull {model}` or choose another model"
         )
         self.model = model

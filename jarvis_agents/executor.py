@@ -33,7 +33,7 @@ from jarvis_agents.lifecycle import (
     storable,
     utcnow,
 )
-from jarvis_agents.llm.base import ChatModel
+from jarvis_agents.llm.base import ChatModel, ChatRequest
 from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
 from jarvis_agents.tools.registry import ToolRegistry
@@ -187,10 +187,10 @@ class Executor:
         messages = build_messages(agent.goal, tools.listed(), state.history)
         began = time.monotonic()
         try:
-            reply = self.model.chat(
-                messages, model=agent.model, stop=STOP_SEQUENCES,
+            reply = self.model.complete(
+                ChatRequest(messages, model=agent.model, stop=STOP_SEQUENCES),
                 deadline=began + step_budget_s, should_stop=should_stop,
-            )
+            ).content
         except StepTimeout:
             if step_budget_s < self.limits.step_timeout_s:
                 return self._fail(

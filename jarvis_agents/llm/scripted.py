@@ -7,16 +7,17 @@ cancel an agent "mid-reply" or let a step time out without a server or a model.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from jarvis_agents.errors import Cancelled, StepTimeout
-from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.base import Capabilities, ChatMessage, ChatReply, ChatRequest, OnDelta
 
 POLL_S = 0.01
 
-Reply = str | BaseException
+Reply = str | ChatReply | BaseException
 Responder = Callable[[Sequence[ChatMessage]], Reply]
 
 
@@ -31,11 +32,13 @@ class ScriptExhausted(AssertionError):
 class ScriptedChatModel:
     """ChatModel over a list of replies, or a responder choosing one per conversation.
 
-    `replies` is either a sequence of strings and exceptions, played in call order
-    (an exception is raised instead of replying), or a callable
-    `(messages) -> str | BaseException`, such as `by_turn([...])`, which lets
-    concurrent or resumed agents share one script. `delay_s` (a number or a
-    zero-argument callable) is waited before each reply, interruptibly.
+    `replies` is either a sequence of replies (a string is a reply's text; a
+    ChatReply a whole reply, tool calls and usage included) and exceptions, played in
+    call order (an exception is raised instead of replying), or a callable
+    `(messages) -> Reply`, such as `by_turn([...])`, which lets concurrent or resumed
+    agents share one script. `delay_s` (a number or a zero-argument callable) is
+    waited before each reply, interruptibly. `tools` is what `capabilities()` says of
+    every model.
     """
 
     def __init__(
@@ -43,6 +46,7 @@ class ScriptedChatModel:
         replies: Sequence[Reply] | Responder,
         *,
         delay_s: float | Callable[[], float] = 0.0,
+        tools: bool = True,
     ) -> None:
         self._responder: Responder | None = replies if callable(replies) else None
         self._replies: list[Reply] = [] if callable(replies) else list(replies)
@@ -52,33 +56,46 @@ class ScriptedChatModel:
         self.calls: list[list[ChatMessage]] = []
         self.models: list[str] = []
         self.stops: list[tuple[str, ...]] = []
+        self.requests: list[ChatRequest] = []
+        self.tools = tools
 
     @property
     def call_count(self) -> int:
         with self._lock:
             return len(self.calls)
 
-    def chat(
+    def complete(
         self,
-        messages: Sequence[ChatMessage],
+        request: ChatRequest,
         *,
-        model: str,
-        stop: Sequence[str],
         deadline: float,
         should_stop: Callable[[], bool],
-    ) -> str:
+        on_delta: OnDelta | None = None,
+    ) -> ChatReply:
         with self._lock:
-            self.calls.append(list(messages))
-            self.models.append(model)
-            self.stops.append(tuple(stop))
+            self.calls.append(list(request.messages))
+            self.models.append(request.model)
+            self.stops.append(tuple(request.stop))
+            self.requests.append(request)
             index = self._next
             self._next += 1
         delay = self._delay_s() if callable(self._delay_s) else self._delay_s
         self._wait(delay, deadline=deadline, should_stop=should_stop)
+        messages = request.messages
         reply = self._responder(messages) if self._responder is not None else self._take(index)
         if isinstance(reply, BaseException):
             raise reply
+        if isinstance(reply, str):
+            reply = ChatReply(content=reply, model=request.model)
+        if on_delta is not None:
+            for piece in re.findall(r"\s*\S+|\s+", reply.content):  # word by word, as a model writes
+                on_delta(piece)
         return reply
+
+    def capabilities(
+        self, model: str, *, deadline: float, should_stop: Callable[[], bool]
+    ) -> Capabilities:
+        return Capabilities(tools=self.tools)
 
     def _take(self, index: int) -> Reply:
         if index >= len(self._replies):

@@ -82,9 +82,12 @@ class StreamingClient:
         self._tls_context_made: ssl.SSLContext | None = None
 
     @contextmanager
-    def post(self, path: str, body: bytes, interrupts: Interrupts) -> Iterator[wire.Response]:
+    def post(
+        self, path: str, body: bytes, interrupts: Interrupts, *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Iterator[wire.Response]:
         """POST `body` to `path` (relative to the base URL) and yield the response, its
-        body still to read.
+        body still to read. `headers` are sent besides the client's own.
 
         Raises Cancelled or StepTimeout when a cancellation or the deadline cut the
         call (the block's own errors included: a cut reply may end in any of them), and
@@ -109,7 +112,8 @@ class StreamingClient:
                 sock.settimeout(min(self.read_timeout_s, left_s))
                 try:
                     wire.send(sock, "POST", f"{self._route.target_prefix}/{path}",
-                              host=self._host, headers=self._headers, body=body)
+                              host=self._host, body=body, headers=self._headers if headers is None
+                              else {**headers, **self._headers})
                     response = wire.Response(sock)
                     yield response
                 except TimeoutError as exc:

@@ -70,6 +70,10 @@ class Response:
         """Whether the connection may carry the next request."""
         return self.complete and self.keep_alive and not self._buffer
 
+    def set_timeout(self, seconds: float) -> None:
+        """How long each read of the rest of the body may wait."""
+        self._sock.settimeout(seconds)
+
     def read(self) -> bytes:
         """The rest of the body."""
         return b"".join(self.chunks())

@@ -23,7 +23,7 @@ import pytest
 from bench.model_server import fetch_calls
 from bench.processes import free_port
 from jarvis_agents.config import Settings
-from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.base import ChatMessage, ChatRequest
 from jarvis_agents.llm.ollama import OllamaChatModel
 from jarvis_agents.react.prompt import STOP_SEQUENCES
 from tests.conftest import PG_ADMIN_URL, ROOT, cli_env
@@ -193,8 +193,9 @@ def test_bench_model_server_scripts_the_worker_client_and_clocks_each_call(
             messages = [ChatMessage("system", "s"), ChatMessage("user", f"[bench {tag}] go")]
             replies: list[str] = []
             for _ in range(3):
-                reply = model.chat(messages, model="llama3.2", stop=STOP_SEQUENCES,
-                                   deadline=time.monotonic() + 10, should_stop=lambda: False)
+                reply = model.complete(
+                    ChatRequest(messages, model="llama3.2", stop=STOP_SEQUENCES),
+                    deadline=time.monotonic() + 10, should_stop=lambda: False).content
                 replies.append(reply)
                 messages += [ChatMessage("assistant", reply), ChatMessage("user", "OBSERVATION: 1")]
             return replies

@@ -16,7 +16,7 @@ import pytest
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable
-from jarvis_agents.llm.base import ChatMessage
+from jarvis_agents.llm.base import ChatMessage, ChatRequest
 from jarvis_agents.llm.ollama import OllamaChatModel
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_ollama_scripts import CALC_PRODUCT
@@ -180,7 +180,7 @@ def test_from_settings_uses_host_retries_and_step_timeout(fake: FakeOllama) -> N
     settings = Settings(database_url="sqlite://", redis_url=None, data_dir=Path("."),
                         ollama_host=fake.url, model_retries=5, step_timeout_s=12.0)
     with OllamaChatModel.from_settings(settings) as model:
-        assert (model.host, model.retries, model.read_timeout_s) == (fake.url, 5, 12.0)
+        assert (model.host, model.retries.attempts, model.read_timeout_s) == (fake.url, 5, 12.0)
         assert ask(model) == REPLY
 
 
@@ -215,10 +215,10 @@ def test_the_fake_runs_as_a_process_with_a_builtin_script() -> None:
         url = banner.split(" on ")[1].split()[0]
         with OllamaChatModel(host=url) as model:
             first = ask(model)
-            second = model.chat(
+            second = model.complete(ChatRequest(
                 [*CONVERSATION, ChatMessage("assistant", first), ChatMessage("user", "1113068")],
-                model="llama3.2", stop=[], deadline=time.monotonic() + 5, should_stop=lambda: False,
-            )
+                model="llama3.2"), deadline=time.monotonic() + 5, should_stop=lambda: False,
+            ).content
     finally:
         process.terminate()
         process.wait(timeout=5)

@@ -1,12 +1,11 @@
-"""How the Ollama adapter's tests ask it for a reply (fixtures: ollama_fixtures.py)."""
+"""How the model adapters' tests ask them for a reply (fixtures: ollama_fixtures.py)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from jarvis_agents.llm.base import ChatMessage
-from jarvis_agents.llm.ollama import OllamaChatModel
+from jarvis_agents.llm.base import ChatMessage, ChatModel, ChatRequest
 
 CONVERSATION = [ChatMessage("system", "Answer in the ReACT format."), ChatMessage("user", "2+2?")]
 REPLY = "THOUGHT: Easy.\nFINAL_ANSWER: 4"
@@ -15,17 +14,17 @@ PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "al
 
 
 def ask(
-    model: OllamaChatModel,
+    model: ChatModel,
     *,
     name: str = "llama3.2",
     timeout_s: float = 5.0,
     should_stop: Callable[[], bool] = lambda: False,
     stop: tuple[str, ...] = ("OBSERVATION:",),
 ) -> str:
-    return model.chat(
-        CONVERSATION, model=name, stop=stop, deadline=time.monotonic() + timeout_s,
+    return model.complete(
+        ChatRequest(CONVERSATION, model=name, stop=stop), deadline=time.monotonic() + timeout_s,
         should_stop=should_stop,
-    )
+    ).content
 
 
 def flips_after(seconds: float) -> Callable[[], bool]:

@@ -39,6 +39,14 @@ def test_values_are_read() -> None:
         "qwen2.5", 7, 2.5, 9000)
 
 
+def test_the_openai_compatible_server_is_read() -> None:
+    assert (Settings.from_env({}).provider, Settings.from_env({}).openai_base_url) == ("ollama", None)
+    settings = Settings.from_env({"JARVIS_PROVIDER": "OpenAI", "OPENAI_API_KEY": "sk-x",
+                                  "OPENAI_BASE_URL": "http://vllm:8000/v1/"})
+    assert (settings.provider, settings.openai_base_url, settings.openai_api_key) == (
+        "openai", "http://vllm:8000/v1", "sk-x")
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
     # How platforms hand the URL out; SQLAlchemy alone would reach for psycopg 3.
@@ -66,6 +74,8 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_WORKER_CONCURRENCY", "0"),
         ("PORT", "70000"),
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
+        ("JARVIS_PROVIDER", "anthropic"),
+        ("OPENAI_BASE_URL", "localhost:8000/v1"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:

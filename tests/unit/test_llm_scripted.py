@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from jarvis_agents.errors import Cancelled, ModelNotFound, ModelUnavailable, StepTimeout
-from jarvis_agents.llm.base import ChatMessage, ChatModel
+from jarvis_agents.llm.base import ChatMessage, ChatModel, ChatRequest
 from jarvis_agents.llm.scripted import ScriptedChatModel, ScriptExhausted, by_turn
 
 USER = ChatMessage("user", "What is 2+2?")
@@ -24,13 +24,11 @@ def ask(
     should_stop: threading.Event | None = None,
 ) -> str:
     stop_flag = should_stop or threading.Event()
-    return model.chat(
-        messages,
-        model="test-model",
-        stop=["OBSERVATION:"],
+    return model.complete(
+        ChatRequest(messages, model="test-model", stop=["OBSERVATION:"]),
         deadline=time.monotonic() + timeout_s,
         should_stop=stop_flag.is_set,
-    )
+    ).content
 
 
 def test_replies_are_played_in_order_and_calls_recorded() -> None:

@@ -19,7 +19,7 @@ from jarvis_agents.errors import Cancelled, StepTimeout
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
-from jarvis_agents.llm.base import ChatMessage, StopSignal
+from jarvis_agents.llm.base import ChatReply, ChatRequest, OnDelta, StopSignal
 from jarvis_agents.runner import AgentRunner
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -75,8 +75,8 @@ class WaitingModel:
         self.looks = 0
         self.calls = 0
 
-    def chat(self, messages: Sequence[ChatMessage], *, model: str, stop: Sequence[str],
-             deadline: float, should_stop: Callable[[], bool]) -> str:
+    def complete(self, request: ChatRequest, *, deadline: float,
+                 should_stop: Callable[[], bool], on_delta: OnDelta | None = None) -> ChatReply:
         assert isinstance(should_stop, StopSignal)
         woken = threading.Event()
         with should_stop.waking(woken.set):
