@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jarvis_agents.client import (
+from jarvis_agents.cli.client import (
     BAD_KEY,
     ApiError,
     ApiUnreachable,
@@ -163,7 +163,7 @@ class Dropped(httpx.ByteStream):
 
 
 def test_events_rejoin_after_a_drop_with_the_last_seq_and_stop_at_done(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jarvis_agents.client.RECONNECT_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr("jarvis_agents.cli.client.RECONNECT_DELAYS_S", (0.0, 0.0))
     resumed: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -184,7 +184,7 @@ def test_events_rejoin_after_a_drop_with_the_last_seq_and_stop_at_done(monkeypat
 
 
 def test_events_give_up_after_repeated_failures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jarvis_agents.client.RECONNECT_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr("jarvis_agents.cli.client.RECONNECT_DELAYS_S", (0.0, 0.0))
     calls = []
 
     def handler(request: httpx.Request) -> httpx.Response:

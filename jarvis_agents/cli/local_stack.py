@@ -20,10 +20,9 @@ from pathlib import Path
 
 import httpx
 
+from jarvis_agents.cli.client import KEY_FILE
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable, JarvisError
-
-KEY_FILE = "api_key"
 
 
 def key_path(settings: Settings) -> Path:

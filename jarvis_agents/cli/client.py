@@ -1,6 +1,6 @@
 """A small HTTP client for the jarvis-agents API (CONTRACT §2 and §4), used by the CLI.
 
-    from jarvis_agents.client import JarvisClient
+    from jarvis_agents.cli.client import JarvisClient
 
     client = JarvisClient.from_env()          # JARVIS_URL, JARVIS_API_KEY or the key saved by `up`
     agent = client.create("What is 1234 * 902?")
@@ -31,7 +31,7 @@ from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API = "/api/v1"
-KEY_FILE = "api_key"  # written by `jarvis-agents up` (local_stack.KEY_FILE)
+KEY_FILE = "api_key"  # in the data directory, written by `jarvis-agents up` (local_stack)
 TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 # The server sends a keepalive comment at least every 15 s; silence for longer is a dead link.
 STREAM_READ_TIMEOUT_S = 45.0
