@@ -16,7 +16,9 @@ import click
 from jarvis_agents.errors import JarvisError
 
 if TYPE_CHECKING:
-    from jarvis_agents.cli.client import JarvisClient, SseEvent
+    from httpx_sse import ServerSentEvent
+
+    from jarvis_agents.cli.client import JarvisClient
 
 
 STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -86,7 +88,7 @@ def watch(agent_id: str, as_json: bool) -> None:
     sys.exit(EXIT_CODES.get(status, 1))
 
 
-def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, as_json: bool,
+def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent], *, as_json: bool,
            started: float | None, header: str, rejoin: bool = False) -> str:
     """Print an agent's events until `done`; returns its final status.
 
@@ -112,7 +114,7 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, a
                         data = {"data": event.data}
                     if not isinstance(data, dict):
                         data = {"data": data}
-                    if event.id is not None:
+                    if event.id:
                         last_seq = event.id
                     if renderer is None:
                         print_json(console, {"event": event.event, **data})

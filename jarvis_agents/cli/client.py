@@ -13,18 +13,17 @@ ApiError for an answer with an error status, ApiUnreachable when nothing answers
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from jarvis_agents.config import default_data_dir
 from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError, RequestError
@@ -55,71 +54,42 @@ class ApiUnreachable(DependencyUnavailable):
     """Raised when the API cannot be reached, or the connection to it is lost."""
 
 
-@dataclass(frozen=True)
-class SseEvent:
-    """One server-sent event: `id` is None for events without one (`cancelled`, `done`)."""
-
-    event: str
-    data: str
-    id: str | None = None
-
-    def json(self) -> Any:
-        """The data parsed as JSON (every event of the API carries a JSON object)."""
-        return json.loads(self.data)
-
-
-def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
-    """Turn the lines of a `text/event-stream` body into events (the WHATWG rules we need).
-
-    A blank line ends an event; `: …` lines are comments (keepalives); several `data:`
-    lines join with newlines; one space after the colon is dropped.
-    """
-    event = ""
-    event_id: str | None = None
-    data: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\r\n")
-        if not line:
-            if data:
-                yield SseEvent(event or "message", "\n".join(data), event_id)
-            event, event_id, data = "", None, []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-        elif name == "id" and "\0" not in value:
-            event_id = value
-    # An event without its closing blank line was cut off mid-way: it is not dispatched.
-
-
 class EventStream:
-    """The events of one open SSE response; iterate it, then close it (or use `with`)."""
+    """The events of one open SSE response, parsed by httpx-sse; iterate it, then close it
+    (or use `with`). An event's `id` is the stream's last event id (WHATWG), so `done`
+    carries the seq to resume from."""
 
     def __init__(self, response: httpx.Response, base_url: str) -> None:
-        self._response = response
+        self.response = response
         self._base_url = base_url
-        self._events = parse_sse(response.iter_lines())
+        self._events = EventSource(response).iter_sse()
 
     def __iter__(self) -> Self:
         return self
 
-    def __next__(self) -> SseEvent:
+    def __next__(self) -> ServerSentEvent:
         try:
-            return next(self._events)
+            while True:
+                event = next(self._events)
+                # httpx-sse ≤ 0.4.3 makes an empty event of each keepalive after an event
+                # with an id (florimondmanca/httpx-sse#35); the WHATWG rules dispatch no
+                # event without data, and every event of the API has some.
+                if event.data:
+                    return event
         except StopIteration:
             self.close()
             raise
+        except SSEError:  # a TransportError too: the answer was not an event stream
+            self.close()
+            raise ApiError(
+                502, "bad_response", f"the API at {self._base_url} did not answer with an event stream"
+            ) from None
         except httpx.TransportError as exc:
             self.close()
             raise _transport_error(exc, self._base_url) from None
 
     def close(self) -> None:
-        self._response.close()
+        self.response.close()
 
     def __enter__(self) -> Self:
         return self
@@ -222,7 +192,7 @@ class JarvisClient:
 
     def events(
         self, agent_id: str, *, last_event_id: str | int | None = None, reconnect: bool = True
-    ) -> Iterator[SseEvent]:
+    ) -> Iterator[ServerSentEvent]:
         """Follow an agent's events until `done` (joining does not cancel it).
 
         A dropped connection is re-joined with `Last-Event-ID`, so each step arrives
@@ -237,7 +207,7 @@ class JarvisClient:
                 with self._open_stream("GET", path, headers=headers, agent_id=agent_id) as stream:
                     for event in stream:
                         failures = 0
-                        if event.id is not None:
+                        if event.id:
                             last = event.id
                         yield event
                         if event.event == "done":
@@ -268,7 +238,7 @@ class JarvisClient:
         body = _create_body(goal, max_steps, model, tools, webhook_url)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         stream = self._open_stream("POST", f"{API}/agents/stream", json=body, headers=headers)
-        match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream._response.headers.get("Location", ""))
+        match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream.response.headers.get("Location", ""))
         if match is None:
             stream.close()
             raise ApiError(502, "bad_response", "the API did not say which agent it started (no Location)")
