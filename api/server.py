@@ -3,8 +3,8 @@
 Why gevent: an SSE stream holds its connection for minutes while doing nothing,
 and a thread per stream (Werkzeug, gthread) tops out long before a thousand.
 Greenlets cost kilobytes, so one process holds thousands of streams; psycopg2 and
-redis-py yield to the loop while they wait (psycopg2 through the wait callback
-below). The same worker class runs in production through `api.gunicorn_conf`.
+redis-py yield to the loop while they wait (psycopg2 through psycogreen's wait
+callback). The same worker class runs in production through `api.gunicorn_conf`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
+from psycogreen.gevent import patch_psycopg
 
 from jarvis_agents.components import check_dependencies, freeze_start_up_objects
 from jarvis_agents.config import Settings
@@ -109,7 +110,8 @@ class JarvisWorker(GeventWorker):
             # ssl was imported by the master (click, httpx); we use no TLS before the fork.
             warnings.simplefilter("ignore", MonkeyPatchWarning)
             super().patch()
-        make_psycopg2_green()
+        # psycopg2 waits on the gevent loop instead of blocking the process.
+        patch_psycopg()
         _json_protocol_errors()
         _one_send_responses()
 
@@ -164,33 +166,6 @@ def _end_streams(worker: Any) -> None:
 def _context(worker: Any) -> Any:
     app = getattr(worker, "wsgi", None)
     return getattr(app, "extensions", {}).get("jarvis")
-
-
-def make_psycopg2_green() -> None:
-    """Let psycopg2 wait on the gevent loop instead of blocking the process.
-
-    The wait callback of psycopg2's documentation ("Support for coroutine libraries").
-    """
-    try:
-        import psycopg2
-        from psycopg2 import extensions
-    except ImportError:  # pragma: no cover - SQLite only
-        return
-    from gevent.socket import wait_read, wait_write
-
-    def wait(connection: Any, timeout: float | None = None) -> None:
-        while True:
-            state = connection.poll()
-            if state == extensions.POLL_OK:
-                return
-            if state == extensions.POLL_READ:
-                wait_read(connection.fileno(), timeout=timeout)
-            elif state == extensions.POLL_WRITE:
-                wait_write(connection.fileno(), timeout=timeout)
-            else:
-                raise psycopg2.OperationalError(f"bad state from connection.poll(): {state}")
-
-    extensions.set_wait_callback(wait)
 
 
 def _json_protocol_errors() -> None:
