@@ -18,7 +18,7 @@ from jarvis_agents.errors import JarvisError
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
 
-    from jarvis_agents.cli.client import JarvisClient
+    from jarvis_agents.cli.client import CreateOptions, JarvisClient
 
 
 STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -49,7 +49,7 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
     """
     from jarvis_agents.cli.terminal import make_console, print_json
 
-    options: dict[str, Any] = {"max_steps": max_steps, "model": model, "tools": list(tools) or None}
+    options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None}
     client = open_client()
     console = make_console()
     if detach:

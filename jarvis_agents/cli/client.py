@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import httpx
@@ -100,6 +100,16 @@ class EventStream:
         self.close()
 
 
+class CreateOptions(TypedDict, total=False):
+    """What a create may say besides its goal (CONTRACT §2); None means not said."""
+
+    max_steps: int | None
+    model: str | None
+    tools: Sequence[str] | None
+    webhook_url: str | None
+    idempotency_key: str | None
+
+
 class JarvisClient:
     """The API as Python calls; each returns the API's JSON (dicts and lists)."""
 
@@ -142,19 +152,9 @@ class JarvisClient:
 
     # --- agents -------------------------------------------------------------------------
 
-    def create(
-        self,
-        goal: str,
-        *,
-        max_steps: int | None = None,
-        model: str | None = None,
-        tools: Sequence[str] | None = None,
-        webhook_url: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    def create(self, goal: str, **options: Unpack[CreateOptions]) -> dict[str, Any]:
         """Start an agent (202); the agent JSON, PENDING."""
-        body = _create_body(goal, max_steps, model, tools, webhook_url)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body, headers = _create_request(goal, options)
         return self._json("POST", f"{API}/agents", json=body, headers=headers)
 
     def get(self, agent_id: str, *, wait: float | None = None) -> dict[str, Any]:
@@ -224,19 +224,9 @@ class JarvisClient:
             time.sleep(RECONNECT_DELAYS_S[failures])
             failures += 1
 
-    def stream_create(
-        self,
-        goal: str,
-        *,
-        max_steps: int | None = None,
-        model: str | None = None,
-        tools: Sequence[str] | None = None,
-        webhook_url: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> tuple[str, EventStream]:
+    def stream_create(self, goal: str, **options: Unpack[CreateOptions]) -> tuple[str, EventStream]:
         """Start an agent and stream its events; closing the stream cancels the agent."""
-        body = _create_body(goal, max_steps, model, tools, webhook_url)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body, headers = _create_request(goal, options)
         stream = self._open_stream("POST", f"{API}/agents/stream", json=body, headers=headers)
         match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream.response.headers.get("Location", ""))
         if match is None:
@@ -301,19 +291,13 @@ class JarvisClient:
         return EventStream(response, self.base_url)
 
 
-def _create_body(
-    goal: str, max_steps: int | None, model: str | None, tools: Sequence[str] | None, webhook_url: str | None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"goal": goal}
-    if max_steps is not None:
-        body["max_steps"] = max_steps
-    if model is not None:
-        body["model"] = model
-    if tools is not None:
-        body["tools"] = list(tools)
-    if webhook_url is not None:
-        body["webhook_url"] = webhook_url
-    return body
+def _create_request(goal: str, options: CreateOptions) -> tuple[dict[str, Any], dict[str, str]]:
+    """The create body (the options said, and only those) and its headers."""
+    said = {name: value for name, value in options.items() if value is not None}
+    key = said.pop("idempotency_key", None)
+    if "tools" in said:
+        said["tools"] = list(said["tools"])
+    return {"goal": goal, **said}, {"Idempotency-Key": key} if key else {}
 
 
 def _agent_id(value: str) -> str:
