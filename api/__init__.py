@@ -35,7 +35,7 @@ def create_app(
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.store import open_repository
     from jarvis_agents.tools.registry import ToolRegistry
-    from jarvis_agents.webhooks import check_webhook_url
+    from jarvis_agents.webhooks.addresses import check_webhook_url
     from workers.celery_app import CeleryDispatcher, create_celery
 
     settings = settings or Settings.from_env()

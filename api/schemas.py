@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jarvis_agents.errors import RequestError
 from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
 from jarvis_agents.service import CreateRequest
+from jarvis_agents.webhooks.addresses import parse_webhook_url
 
 GOAL_MAX_CHARS = 4000
 MODEL_MAX_CHARS = 200
@@ -30,7 +31,9 @@ IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
 # property-based tests run) and by ECMAScript: no NUL, at least one non-space.
 NOT_BLANK = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 NO_BLANKS = r"^[^\s\u0000]+$"
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,4})?(/[^\s\u0000]*)?$"
+# Only the scheme, for the document: the URL itself is checked by a URL parser
+# (webhooks/addresses.py), which takes any valid port and IPv6 literals.
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
 
 
 
@@ -76,8 +79,12 @@ class CreateAgent(BaseModel):
     webhook_url: Annotated[
         str | None,
         Field(min_length=1, max_length=WEBHOOK_URL_MAX_CHARS, pattern=HTTP_URL,
-              description="An http(s) URL that receives the agent JSON when it ends; needs "
-                          "JARVIS_WEBHOOK_SECRET on the server."),
+              json_schema_extra={"format": "uri"},
+              description="An http(s) URL that receives the agent JSON when it ends (headers "
+                          "X-Jarvis-Event, X-Jarvis-Signature and Standard Webhooks' webhook-id, "
+                          "webhook-timestamp, webhook-signature); needs JARVIS_WEBHOOK_SECRET on "
+                          "the server. Its host must resolve to public addresses only, unless "
+                          "the operator allows private ones."),
     ] = None
 
     @field_validator("goal")
@@ -106,12 +113,9 @@ class CreateAgent(BaseModel):
             return None
         _storable(value)
         try:
-            parts = urlsplit(value)
-            parts.port  # noqa: B018 - raises ValueError on a malformed port
-        except ValueError:
-            raise ValueError("must be a valid http(s) URL") from None
-        if parts.scheme.lower() not in {"http", "https"} or not parts.hostname:
-            raise ValueError("must be an http(s) URL with a host")
+            parse_webhook_url(value)
+        except RequestError as exc:
+            raise ValueError(str(exc).removeprefix("webhook_url ")) from None
         return value
 
     def to_request(self) -> CreateRequest:

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "peer")
+SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "peer")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -78,7 +78,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import concurrency, environment, fanout, langgraph_peer, overhead, report
+    from bench import concurrency, environment, fanout, langgraph_peer, overhead, report, webhooks
     from bench.stack import Stack
 
     wanted = [s for s in SCENARIOS if s in (args.scenario or SCENARIOS)]
@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "overhead": overhead.QUICK if args.quick else overhead.OverheadSizes(),
         "concurrency": concurrency.QUICK if args.quick else concurrency.ConcurrencySizes(),
         "fanout": fanout.QUICK if args.quick else fanout.FanoutSizes(),
+        "webhooks": webhooks.QUICK if args.quick else webhooks.WebhookSizes(),
     }
     if args.workers:
         from dataclasses import replace
@@ -161,7 +162,7 @@ def _ours(
     results: dict[str, Any],
     peer: Any,
 ) -> None:
-    from bench import concurrency, fanout, overhead
+    from bench import concurrency, fanout, overhead, webhooks
     from bench.driver import User
 
     users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -189,6 +190,10 @@ def _ours(
         print("scenario 3: SSE fan-out", flush=True)
         results["fanout"] = fanout.run(stack, users[0], runs=args.runs, sizes=sizes["fanout"])
         results["fanout"]["sizes"] = asdict(sizes["fanout"])
+    if "webhooks" in ours:
+        print("scenario 5: webhooks", flush=True)
+        results["webhooks"] = webhooks.run(stack, users, runs=args.runs, sizes=sizes["webhooks"])
+        results["webhooks"]["sizes"] = asdict(sizes["webhooks"])
 
 
 def _peer_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:

@@ -42,12 +42,15 @@ def goal(tag: str) -> str:
 def create_agents(
     stack: Stack, users: list[User], tags: list[str], *, warmup_per_client: int = 0,
     base_url: str | None = None, rate_per_s: float | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> list[Reply]:
     """Create one agent per tag, the tags dealt round-robin to one client process per user
-    (at `base_url`, the API's unless given); back to back, or paced at `rate_per_s` in all."""
+    (at `base_url`, the API's unless given); back to back, or paced at `rate_per_s` in all.
+    `extra` fields go into every body."""
     clients = len(users)
     bodies = [
-        [json.dumps({"goal": goal(t)}).encode() for t in tags[i::clients]] for i in range(clients)
+        [json.dumps({"goal": goal(t), **(extra or {})}).encode() for t in tags[i::clients]]
+        for i in range(clients)
     ]
     warmup = [
         [

@@ -33,6 +33,9 @@ MAX_ACTIVE_PER_USER = "1000000"
 # Each user may hold this many streams open at once (default 100): the fan-out
 # scenario opens a thousand as one user.
 MAX_STREAMS_PER_USER = "1000000"
+# Webhooks on (scenario 5 sends them to a receiver on 127.0.0.1) in every scenario: an
+# agent without a webhook_url costs nothing more for it.
+WEBHOOK_ENV = {"JARVIS_WEBHOOK_SECRET": "bench-secret", "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}
 
 
 @dataclass
@@ -211,6 +214,7 @@ class Stack:
             JARVIS_MAX_STREAMS_PER_USER=MAX_STREAMS_PER_USER,
             JARVIS_MODEL="llama3.2",
             JARVIS_DATA_DIR=str(self.log_dir / "data"),
+            **WEBHOOK_ENV,
         )
         env.update(overrides)
         return env
@@ -234,6 +238,17 @@ class Stack:
         )
         process.wait_for("bench model listening", timeout_s=30)
         return ModelServer(process, f"http://127.0.0.1:{port}", latency_s, tool_calls)
+
+    def start_webhook_receiver(self) -> tuple[Process, str]:
+        """`bench.webhook_receiver` on a free port: its process and URL."""
+        port = free_port()
+        process = self._start(
+            f"webhook-receiver-{port}",
+            [sys.executable, "-m", "bench.webhook_receiver", "--port", str(port)],
+            env=self.env(),
+        )
+        process.wait_for("bench webhook receiver listening", timeout_s=30)
+        return process, f"http://127.0.0.1:{port}"
 
     def start_create_floor(self, *, threaded: bool = False) -> tuple[Process, str]:
         """The create floor (`bench.create_floor`) on its own gunicorn, one worker: gevent,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench import webhooks
 from bench.figures import best_workers, by_workers, med, num, processes
 
 
@@ -173,4 +174,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     elif p.get("unavailable"):
         rows.append(("the peer comparisons", f"not measured: {p['unavailable']}", "n/a"))
+    if (w := results.get("webhooks")) and w.get("runs"):
+        label, measured, ok = webhooks.target(w)
+        rows.append((label, measured, verdict(ok)))
     return rows

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.service import Dispatcher
     from jarvis_agents.tools.registry import ToolRegistry
-    from jarvis_agents.webhooks import WebhookSender
+    from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
 
 def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
@@ -68,11 +68,19 @@ class WorkerComponents:
     repository: Repository
     tools: ToolRegistry
     runner: AgentRunner
-    webhooks: WebhookSender
+    webhooks: WebhookDispatcher | None  # None without JARVIS_WEBHOOK_SECRET
     redis: Any
+
+    def start_background(self) -> None:
+        """The runner's threads and the webhook dispatcher's."""
+        self.runner.start_background(redis_client=self.redis)
+        if self.webhooks is not None:
+            self.webhooks.start()
 
     def close(self) -> None:
         self.runner.stop_background()
+        if self.webhooks is not None:
+            self.webhooks.stop()
         self.tools.close()
         self.repository.engine.dispose()
         self.redis.close()
@@ -85,7 +93,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.store.outages import OutageTolerantStore
     from jarvis_agents.tools.registry import ToolRegistry
-    from jarvis_agents.webhooks import WebhookSender
+    from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
     # Statements take well under a millisecond: 20 connections serve 200 agents, and a
     # worker process stays within 21 of PostgreSQL's default max_connections of 100
@@ -99,10 +107,6 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     events = RedisEventBus(redis)
     tools = ToolRegistry.default(settings)
 
-    def on_finished(agent: Any) -> None:
-        if agent.webhook_url:
-            dispatcher.notify(agent.id)
-
     # An agent's own database calls ride out a database restart (store/outages.py).
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
     executor = Executor(
@@ -111,12 +115,11 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         tools=tools,
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
-        on_finished=on_finished,
         timings=PrometheusTimings(),
     )
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,
     )
-    webhooks = WebhookSender(repository=repository, settings=settings)
+    webhooks = WebhookDispatcher.from_settings(repository, settings)
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import os
 from collections.abc import Mapping
@@ -116,7 +118,7 @@ class Settings:
                 env, "JARVIS_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, low=1, high=10000
             ),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
-            webhook_secret=env.get("JARVIS_WEBHOOK_SECRET") or None,
+            webhook_secret=_webhook_secret(env.get("JARVIS_WEBHOOK_SECRET") or None),
             webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
             weather_geocoding_url=_url(
                 env, "JARVIS_WEATHER_GEOCODING_URL", "https://geocoding-api.open-meteo.com/v1/search"
@@ -196,6 +198,23 @@ def _check_url(name: str, value: str, *, schemes: set[str]) -> None:
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
         raise ConfigError(f"{name} has an invalid port: {value!r}") from None
+
+
+def _webhook_secret(value: str | None) -> str | None:
+    """The secret, checked: one that starts `whsec_` (Standard Webhooks' format) must go on
+    with base64 of the key, which is what webhook-signature is then keyed with."""
+    if value is not None and value.startswith("whsec_"):
+        rest = value.removeprefix("whsec_")
+        try:
+            key = base64.b64decode(rest + "=" * (-len(rest) % 4), validate=True)
+        except binascii.Error:
+            key = b""
+        if not key:
+            raise ConfigError(
+                "JARVIS_WEBHOOK_SECRET starts with whsec_ but the rest is not the key in "
+                "base64; give a whsec_ secret as issued, or a plain secret without the prefix"
+            )
+    return value
 
 
 def _url(env: Mapping[str, str], name: str, default: str) -> str:

@@ -113,7 +113,6 @@ class Executor:
         tools: ToolRegistry,
         events: EventBus,
         limits: Limits,
-        on_finished: Callable[[Agent], None] | None = None,
         timings: Timings | None = None,
     ) -> None:
         self.store = store
@@ -121,7 +120,6 @@ class Executor:
         self.tools = tools
         self.events = events
         self.limits = limits
-        self.on_finished = on_finished
         self.timings = timings or _NoTimings()
 
     def run(
@@ -299,6 +297,4 @@ class Executor:
         if done.duration_ms is not None:
             self.timings.agent(done.status.value, done.duration_ms / 1000)
         self.events.publish_steps(done, rows, status=True)  # the status after its steps
-        if self.on_finished is not None:
-            self.on_finished(done)
         return done

@@ -189,9 +189,7 @@ class AgentRunner:
             stop_reason=failed.stop_reason, completed_at=failed.completed_at,
             now=failed.updated_at,
         ):
-            self.events.publish_status(failed)
-            if failed.webhook_url:
-                self.dispatcher.notify(current.id)
+            self.events.publish_status(failed)  # the transition owed its webhook
 
     def _status_checks(self) -> Callable[[], bool]:
         """For one attempt: whether to read its status from the database before the

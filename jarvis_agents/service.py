@@ -37,9 +37,6 @@ class Dispatcher(Protocol):
     def revoke(self, task_ids: Sequence[str]) -> None:
         """Tell workers to drop or stop these tasks (best effort)."""
 
-    def notify(self, agent_id: uuid.UUID) -> None:
-        """Queue the webhook delivery of an agent that has ended."""
-
 
 @dataclass(frozen=True)
 class CreateRequest:
@@ -146,7 +143,8 @@ class AgentService:
         return self.repository.steps_after(agent_id, after)
 
     def cancel(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
-        """Cancel a PENDING or RUNNING agent: the compare-and-set first, then the revoke."""
+        """Cancel a PENDING or RUNNING agent: the compare-and-set first (it owes the webhook,
+        if any, in the same transaction), then the revoke."""
         while True:
             agent = self.get(user_id, agent_id)
             if agent.is_terminal:
@@ -167,6 +165,4 @@ class AgentService:
         self.events.publish_cancel(agent_id)
         self.events.publish_status(cancelled)
         self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
-        if agent.webhook_url:
-            self.dispatcher.notify(agent_id)
         return cancelled

@@ -29,7 +29,6 @@ from workers.broker import TRANSPORT
 log = logging.getLogger(__name__)
 
 RUN_AGENT = "jarvis.run_agent"
-DELIVER_WEBHOOK = "jarvis.deliver_webhook"
 QUEUE = "jarvis-agents"
 
 
@@ -119,12 +118,6 @@ class CeleryDispatcher:
         except (KombuOperationalError, OSError) as exc:
             # The compare-and-set already cancelled it; workers also check the database.
             log.warning("could not broadcast the revoke of %s: %s", task_ids, exc)
-
-    def notify(self, agent_id: uuid.UUID) -> None:
-        try:
-            self.app.send_task(DELIVER_WEBHOOK, args=[str(agent_id)], queue=QUEUE)
-        except (KombuOperationalError, OSError) as exc:
-            log.warning("could not queue the webhook of agent %s: %s", agent_id, exc)
 
 
 def is_plain_redis(app: Celery) -> bool:

@@ -91,7 +91,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     app = create_celery(settings)
     components = build_worker(settings, CeleryDispatcher(app))
     app.jarvis = components  # the tasks reach the runner through their app
-    components.runner.start_background(redis_client=components.redis)
+    components.start_background()
 
     @worker_ready.connect
     def on_ready(**_: object) -> None:

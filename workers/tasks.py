@@ -7,8 +7,7 @@ import uuid
 from celery import shared_task
 from celery.worker import state as worker_state
 
-from jarvis_agents.webhooks import RETRY_DELAYS_S
-from workers.celery_app import DELIVER_WEBHOOK, RUN_AGENT
+from workers.celery_app import RUN_AGENT
 
 
 # Acknowledged as it starts, not as it ends: the agent's row is its record once it
@@ -23,11 +22,3 @@ def run_agent(self, agent_id: str) -> None:  # type: ignore[no-untyped-def]
         uuid.UUID(agent_id), task_id=task_id,
         is_revoked=lambda: task_id in worker_state.revoked,
     )
-
-
-@shared_task(name=DELIVER_WEBHOOK, bind=True, max_retries=len(RETRY_DELAYS_S))
-def deliver_webhook(self, agent_id: str) -> None:  # type: ignore[no-untyped-def]
-    if not self.app.jarvis.webhooks.deliver(uuid.UUID(agent_id)):
-        delay = RETRY_DELAYS_S[min(self.request.retries, len(RETRY_DELAYS_S) - 1)]
-        if self.request.retries < len(RETRY_DELAYS_S):
-            raise self.retry(countdown=delay)

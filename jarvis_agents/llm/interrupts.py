@@ -2,10 +2,10 @@
 
 The reply is read on the agent's own thread. What may interrupt a read that is
 silent for seconds (a model loading before its first token) comes from outside: a
-`StopSignal`'s `wake()` (a cancellation, a shutdown) and, for conditions nobody
-wakes for, a watchdog thread that polls them every `poll_s` (100 ms for a plain
-callable), both of which shut the connection's socket down (`Call.abandon`) so the
-blocked read returns at once.
+`StopSignal`'s `wake()` (a cancellation, a shutdown) and a watchdog thread, which
+polls the conditions nobody wakes for every `poll_s` (100 ms for a plain callable)
+and watches the step deadline. Both shut the connection's socket down
+(`Call.abandon`), so the blocked read returns at once.
 """
 
 from __future__ import annotations
@@ -90,18 +90,16 @@ class Call:
 
     def __init__(self) -> None:
         self.abandoned = False
-        self._stream: object | None = None
+        self._sock: socket.socket | None = None
         self._detached = False
         self._lock = threading.Lock()
 
-    def attach(self, stream: object | None) -> None:
-        """The socket (or httpx network stream) the request goes out on, before the read."""
-        if stream is None:
-            return
+    def attach(self, sock: socket.socket) -> None:
+        """The socket the request goes out on, before any wait on it."""
         with self._lock:
-            self._stream = stream
+            self._sock = sock
             if self.abandoned:
-                _shut(stream)
+                _shut(sock)
 
     def detach(self) -> bool:
         """Let go of the socket before its connection goes back to the pool.
@@ -110,7 +108,7 @@ class Call:
         (its socket shut down, so its connection must not be kept).
         """
         with self._lock:
-            self._stream = None
+            self._sock = None
             self._detached = True
             return self.abandoned
 
@@ -121,30 +119,33 @@ class Call:
             self.abandoned = True
             # Under the lock: a detach() racing this shutdown would otherwise hand the
             # socket to another call just before it is cut.
-            if self._stream is not None:
-                _shut(self._stream)
+            if self._sock is not None:
+                _shut(self._sock)
 
 
-def _shut(stream: object) -> None:
-    sock = stream if isinstance(stream, socket.socket) else stream.get_extra_info("socket")  # type: ignore[attr-defined]
-    if isinstance(sock, socket.socket):
-        with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
-            # socket's own shutdown, also for TLS: SSLSocket's would drop its SSL state
-            # under the thread reading it.
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed: nothing left to interrupt
+        # socket's own shutdown, also for TLS: SSLSocket's would drop its SSL state
+        # under the thread reading it.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class _Watchdog:
-    """One thread that looks at the stop conditions nobody wakes for, every poll_s.
+    """One thread that cuts the calls nobody else can: at their deadline, and when a stop
+    condition nobody wakes for holds (looked at every poll_s).
 
-    A call's first look is due `poll_s` after it starts. The thread is woken for a new
-    call only when it would otherwise sleep past that (it is idle, or its next look
-    is later): a worker's agents all poll at the same interval, so nearly every model
-    call starts and ends without waking it, a thread switch saved per call.
+    A read's timeout ends at the deadline too, but it is set when the request goes out:
+    a reply that trickles in, then stops, would otherwise wait a whole timeout more.
+
+    A call's first look is due `poll_s` after it starts (or at its deadline, if sooner).
+    The thread is woken for a new call only when it would otherwise sleep past that
+    (it is idle, or its next look is later): a worker's agents all poll at the same
+    interval, so nearly every model call starts and ends without waking it, a thread
+    switch saved per call.
     """
 
     def __init__(self) -> None:
-        self._calls: dict[Call, tuple[Callable[[], bool], float, float]] = {}
+        self._calls: dict[Call, tuple[Callable[[], bool] | None, float, float, float]] = {}
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         # When the thread will look next on its own (-inf: it is looking now).
@@ -152,15 +153,15 @@ class _Watchdog:
 
     @contextlib.contextmanager
     def watching(self, call: Call, interrupts: Interrupts) -> Iterator[None]:
-        poll_s = interrupts.poll_s
-        if poll_s is None:  # a StopSignal that wakes for all its conditions
-            yield
-            return
+        # A StopSignal that wakes for all its conditions (poll_s None) needs no looks.
+        poll_s = math.inf if interrupts.poll_s is None else interrupts.poll_s
+        should_stop = None if interrupts.poll_s is None else interrupts.should_stop
+        deadline = interrupts.deadline
         with self._changed:
-            first_look = time.monotonic() + poll_s
-            self._calls[call] = (interrupts.should_stop, poll_s, first_look)
+            first_look = min(time.monotonic() + poll_s, deadline)
+            self._calls[call] = (should_stop, poll_s, deadline, first_look)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ollama-watchdog",
+                self._thread = threading.Thread(target=self._run, name="model-call-watchdog",
                                                 daemon=True)
                 self._thread.start()
             if first_look < self._wake_at:
@@ -181,12 +182,13 @@ class _Watchdog:
                         self._wake_at = math.inf
                         self._changed.wait()
                     now = time.monotonic()
-                    due = []
-                    for call, (should_stop, poll_s, first_look) in self._calls.items():
+                    due: list[tuple[Call, Callable[[], bool] | None]] = []
+                    for call, (should_stop, poll_s, deadline, first_look) in self._calls.items():
                         at = next_look.setdefault(call, first_look)
                         if at <= now:
-                            due.append((call, should_stop))
-                            next_look[call] = now + poll_s
+                            # None: the deadline has passed, nothing to look at.
+                            due.append((call, should_stop if now < deadline else None))
+                            next_look[call] = min(now + poll_s, deadline)
                     for call in [c for c in next_look if c not in self._calls]:
                         del next_look[call]
                     if due:
@@ -196,7 +198,7 @@ class _Watchdog:
                     self._changed.wait(max(self._wake_at - now, 0.001))
             for call, should_stop in due:
                 try:
-                    stop = should_stop()
+                    stop = should_stop is None or should_stop()
                 except Exception:  # a broken condition must not end the watchdog
                     logger.exception("a should_stop condition failed")
                     continue

@@ -1,4 +1,5 @@
-"""The schema: users, agents and their steps, with the lifecycle's rules as constraints.
+"""The schema: users, agents, their steps and the webhooks owed, with the lifecycle's rules
+as constraints.
 
 The database, not only Python, refuses a row that breaks the lifecycle: a final
 answer on an agent that is not COMPLETED, a terminal agent without `completed_at`,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -173,6 +175,48 @@ class StepRow(Base):
             "(type IN ('ACT', 'OBSERVE') AND tool IS NOT NULL) OR type NOT IN ('ACT', 'OBSERVE')",
             name="tool_on_act_observe",
         ),
+    )
+
+
+# The events a webhook is sent for (CONTRACT §9). `agent.waiting` joins them with approvals.
+WEBHOOK_EVENTS = ["agent.completed", "agent.failed", "agent.cancelled", "agent.waiting"]
+OWED_SQL = "delivered_at IS NULL AND abandoned_at IS NULL"
+
+
+class WebhookDeliveryRow(Base):
+    """A webhook owed: written in the transaction of the status change that owes it
+    (store/outbox.py), sent and retried by the dispatcher (jarvis_agents/webhooks/)."""
+
+    __tablename__ = "webhook_deliveries"
+
+    # The Standard Webhooks `webhook-id`: the same on every try of this delivery.
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    event: Mapped[str] = mapped_column(String(32))
+    url: Mapped[str] = mapped_column(Text)
+    # The body a failed try sent, kept so that every retry sends the same bytes.
+    payload: Mapped[str | None] = mapped_column(Text)
+    # Tries begun so far; the next is due at `next_at`, which a claim moves a lease
+    # ahead, so that a try whose worker died is due again once the lease runs out.
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint(_in("event", WEBHOOK_EVENTS), name="event_known"),
+        CheckConstraint("attempts >= 0", name="attempts_not_negative"),
+        CheckConstraint(
+            "delivered_at IS NULL OR abandoned_at IS NULL", name="delivered_or_abandoned"
+        ),
+        # Only what is still owed is indexed: the dispatchers' claim reads this index
+        # alone, however many deliveries have been made.
+        Index("ix_webhook_deliveries_owed", "next_at",
+              postgresql_where=text(OWED_SQL), sqlite_where=text(OWED_SQL)),
     )
 
 

@@ -32,6 +32,7 @@ from jarvis_agents.errors import first_line
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
 from jarvis_agents.store.database import check_idle, make_engine
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow
+from jarvis_agents.store.outbox import OWED_CTE
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ _SELECT_AGENT = f"SELECT {_AGENT_LIST} FROM agents WHERE id = %(id)s"
 # what the guard returned, so a refused write inserts nothing. The rows come as one
 # array per column, so the text is the same for any number of steps.
 _GUARDED_STEPS = """
-WITH owned AS ({guard}),
+WITH owned AS ({guard}),{owed}
 written AS (
     INSERT INTO agent_steps
         (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
@@ -79,7 +80,7 @@ SELECT count(*) FROM owned
 # against 1.0–1.1 with the lock alone, measured in turn on one machine). step_count is
 # read from the steps instead (models.STEP_COUNT_AS_READ), and the heartbeat thread
 # keeps heartbeat_at.
-_APPEND_STEPS = _GUARDED_STEPS.format(guard=(
+_APPEND_STEPS = _GUARDED_STEPS.format(owed="", guard=(
     "SELECT id FROM agents"
     " WHERE id = %(id)s AND (status, attempt) IS NOT DISTINCT FROM ('RUNNING', %(attempt)s)"
     " FOR SHARE"
@@ -493,9 +494,11 @@ class PostgresStatements:
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
         attempt: int | None, heartbeat_before: datetime | None, steps: Sequence[Step],
+        owes: str | None = None,
     ) -> bool:
         """Compare-and-set the agent's row to `values` and write `steps` if it won
-        (`attempt` and `heartbeat_before` as in Repository.transition)."""
+        (`attempt` and `heartbeat_before` as in Repository.transition), and the webhook
+        delivery of event `owes` if the agent has a webhook_url (store/outbox.py)."""
         # Column names come from the table (an unknown one is a KeyError), values are bound.
         sets = ", ".join(f"{agents.c[name].name} = %(set_{name})s" for name in values)
         guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(expected)s"
@@ -503,11 +506,12 @@ class PostgresStatements:
             guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
         if heartbeat_before is not None:
             guard += " AND heartbeat_at < %(heartbeat_before)s"
-        guard += " RETURNING id"
+        guard += " RETURNING id, webhook_url" if owes else " RETURNING id"
         params = {f"set_{name}": value for name, value in values.items()}
         params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
-                      heartbeat_before=heartbeat_before)
-        return self._guarded_steps(_GUARDED_STEPS.format(guard=guard), params, steps)
+                      heartbeat_before=heartbeat_before, delivery_id=uuid.uuid4(), event=owes)
+        sql = _GUARDED_STEPS.format(guard=guard, owed=OWED_CTE if owes else "")
+        return self._guarded_steps(sql, params, steps)
 
     def _guarded_steps(self, sql: str, params: dict[str, Any], steps: Sequence[Step]) -> bool:
         with self.cursor() as cursor:

@@ -54,6 +54,7 @@ from jarvis_agents.lifecycle import (
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
 from jarvis_agents.store.models import as_utc as _aware
+from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
 from jarvis_agents.store.postgres import PostgresStatements, StepWrite
 from jarvis_agents.store.users import User, Users
 
@@ -75,6 +76,7 @@ class Repository:
         # For writes that stand alone: autocommit on PostgreSQL, a transaction around
         # them on SQLite. Reads go through _read.
         self._one_statement = self._pg.connection if self._pg is not None else engine.begin
+        self.outbox = OutboxStore(engine, self._one_statement)
         # Step writes made while another is out share the next statement and commit.
         self._step_writes: GroupCommit[StepWrite, bool] | None = None
         if (pg := self._pg) is not None:
@@ -180,6 +182,11 @@ class Repository:
             row = rows[0] if rows else None
         return _agent(row) if row else None
 
+    def get_many(self, agent_ids: Sequence[uuid.UUID]) -> list[Agent]:
+        """These agents, in no particular order (one that does not exist is left out)."""
+        return [_agent(row) for row in self._read(
+            select(*AGENT_READ).where(agents.c.id.in_(agent_ids)))] if agent_ids else []
+
     def list_agents(
         self,
         user_id: uuid.UUID,
@@ -224,7 +231,8 @@ class Repository:
         With `attempt`, only that execution attempt may make the change; with
         `heartbeat_before`, only while its heartbeat is older than that (a worker
         lost: not one alive, nor an attempt handed back, whose heartbeat is NULL).
-        `steps` are written in the same transaction, only if the change won.
+        `steps` are written in the same transaction, only if the change won; so is the
+        webhook delivery a change to a terminal status owes an agent with a webhook_url.
         """
         check_transition(expected, new)
         now = fields.pop("now", None) or utcnow()
@@ -233,17 +241,21 @@ class Repository:
             values.setdefault("completed_at", now)
         if isinstance(values.get("stop_reason"), StopReason):
             values["stop_reason"] = values["stop_reason"].value
-        if steps and self._pg is not None:
-            return self._pg.transition(agent_id, expected, values, attempt=attempt,
-                                       heartbeat_before=heartbeat_before, steps=steps)
+        owes = EVENTS.get(new)
+        if (steps or owes) and self._pg is not None:  # one statement, one round trip
+            return self._pg.transition(
+                agent_id, expected, values, attempt=attempt,
+                heartbeat_before=heartbeat_before, steps=steps, owes=owes)
         condition = [agents.c.id == agent_id, agents.c.status == expected.value]
         if attempt is not None:
             condition.append(agents.c.attempt == attempt)
         if heartbeat_before is not None:
             condition.append(agents.c.heartbeat_at < heartbeat_before)
         statement = update(agents).where(*condition).values(**values)
-        with (self.engine.begin() if steps else self._one_statement()) as conn:
+        with (self.engine.begin() if steps or owes else self._one_statement()) as conn:
             won = conn.execute(statement).rowcount == 1
+            if won and owes:
+                conn.execute(owe(agent_id, owes, now))
             if won and steps:
                 conn.execute(insert(steps_table), _step_values(agent_id, attempt or 0, steps))
         return won

@@ -1,66 +1,31 @@
-"""OllamaChatModel against FakeOllama over real HTTP: streaming, interruption, failures."""
+"""OllamaChatModel against servers speaking Ollama's protocol over real HTTP: the
+request, the streamed reply, failures and retries, readiness.
+
+How a call is cut short, connections and proxies: test_llm_streaming.py.
+"""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import ollama
 import pytest
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import (
-    Cancelled,
-    ModelError,
-    ModelNotFound,
-    ModelUnavailable,
-    StepTimeout,
-)
-from jarvis_agents.llm.base import ChatMessage, StopSignal
+from jarvis_agents.errors import Cancelled, ModelError, ModelNotFound, ModelUnavailable
+from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.llm.ollama import OllamaChatModel
 from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_ollama_scripts import CALC_PRODUCT
+from tests.support.ollama_calls import CONVERSATION, REPLY, ask, flips_after
+from tests.support.raw_http import ndjson_reply, raw_server
+
+pytest_plugins = ["tests.support.ollama_fixtures"]  # fake, model
 
 REPO = Path(__file__).resolve().parents[2]
-CONVERSATION = [ChatMessage("system", "Answer in the ReACT format."), ChatMessage("user", "2+2?")]
-REPLY = "THOUGHT: Easy.\nFINAL_ANSWER: 4"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOllama]:
-    with FakeOllama(responder=lambda request: REPLY) as server:
-        yield server
-
-
-@pytest.fixture
-def model(fake: FakeOllama) -> Iterator[OllamaChatModel]:
-    # Millisecond backoffs keep retry tests fast; the policy is the production one.
-    with OllamaChatModel(host=fake.url, backoff_initial_s=0.01, backoff_max_s=0.05) as chat_model:
-        yield chat_model
-
-
-def ask(
-    model: OllamaChatModel,
-    *,
-    name: str = "llama3.2",
-    timeout_s: float = 5.0,
-    should_stop: Callable[[], bool] = lambda: False,
-    stop: tuple[str, ...] = ("OBSERVATION:",),
-) -> str:
-    return model.chat(
-        CONVERSATION, model=name, stop=stop, deadline=time.monotonic() + timeout_s,
-        should_stop=should_stop,
-    )
-
-
-def flips_after(seconds: float) -> Callable[[], bool]:
-    at = time.monotonic() + seconds
-    return lambda: time.monotonic() >= at
 
 
 # --- replies -------------------------------------------------------------------------
@@ -83,191 +48,37 @@ def test_stop_sequences_are_sent_and_honoured(fake: FakeOllama, model: OllamaCha
     assert fake.requests[0]["options"]["stop"] == ["OBSERVATION:", "\nFINAL"]
 
 
-# --- interruption --------------------------------------------------------------------
+def test_lines_read_together_are_read_up_to_the_done_line_only() -> None:
+    with raw_server(ndjson_reply(
+        b'{"message":{"content":"THOUGHT: \\u00e9t\\u00e9"},"done":false}\n',
+        b'{"message":{"content":" done"},"done":false}\n\n',
+        b'{"message":{"content":""},"done":true}\n',
+        b"not JSON: what follows the done line is not decoded\n",
+    )) as server, OllamaChatModel(host=server.url, retries=1) as model:
+        assert ask(model, stop=()) == "THOUGHT: été done"
 
 
-def test_cancellation_mid_reply_is_prompt(fake: FakeOllama, model: OllamaChatModel) -> None:
-    fake.responder = lambda request: " ".join(["word"] * 50)
-    fake.chunk_delay_s = 0.1  # five seconds of reply in all
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=flips_after(0.3))
-    assert time.monotonic() - started < 0.5
-
-
-def test_a_silent_model_is_interruptible(fake: FakeOllama, model: OllamaChatModel) -> None:
-    fake.latency_s = 10.0  # nothing at all, not even headers, for ten seconds
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=flips_after(0.3))
-    assert time.monotonic() - started < 0.5
-
-
-def test_a_stop_signal_wakes_a_silent_model_call_without_polling(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.latency_s = 10.0
-    cancelled = threading.Event()
-    looks: list[float] = []
-
-    def condition() -> bool:
-        looks.append(time.monotonic())
-        return cancelled.is_set()
-
-    signal = StopSignal(condition)  # poll_s=None: only wake() makes the call look again
-
-    def cancel() -> None:
-        cancelled.set()
-        signal.wake()
-
-    threading.Timer(0.5, cancel).start()
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=signal)
-    assert time.monotonic() - started < 0.7
-    assert len(looks) <= 3  # once before the wait, once when woken: not ten times a second
-
-
-def test_a_wake_cuts_a_silent_call_on_a_kept_alive_connection(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    assert ask(model) == REPLY  # the connection is open and pooled now
-    fake.latency_s = 10.0
-    cancelled = threading.Event()
-    signal = StopSignal(cancelled.is_set, poll_s=None)
-
-    def cancel() -> None:
-        cancelled.set()
-        signal.wake()
-
-    threading.Timer(0.3, cancel).start()
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=signal)
-    assert time.monotonic() - started < 0.5
-    fake.latency_s = 0.0
-    assert ask(model) == REPLY  # the cut connection is replaced
-
-
-def test_a_stop_signal_still_polls_what_cannot_wake_it(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.latency_s = 10.0
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=StopSignal(flips_after(0.3), poll_s=0.1))
-    assert time.monotonic() - started < 0.5
-
-
-def test_a_cancel_during_the_tls_handshake_is_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    # The kernel takes the connection; nobody ever answers the TLS ClientHello.
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        host = f"https://127.0.0.1:{listener.getsockname()[1]}"
-        with OllamaChatModel(host=host, retries=1, connect_timeout_s=3.0) as model:
-            assert not model._proxied
-            started = time.monotonic()
-            with pytest.raises(Cancelled):
-                ask(model, should_stop=flips_after(0.2))
-            assert time.monotonic() - started < 0.5  # not the 3 s connect timeout
-
-
-def test_a_step_deadline_ends_a_wait_no_signal_interrupts(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.latency_s = 10.0
-    started = time.monotonic()
-    with pytest.raises(StepTimeout):
-        ask(model, timeout_s=0.3, should_stop=StopSignal(lambda: False))
-    assert time.monotonic() - started < 0.5
-
-
-def test_the_step_deadline_mid_reply_is_a_step_timeout(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.responder = lambda request: " ".join(["word"] * 50)
-    fake.chunk_delay_s = 0.1
-    started = time.monotonic()
-    with pytest.raises(StepTimeout, match="step timeout"):
-        ask(model, timeout_s=0.3)
-    assert time.monotonic() - started < 0.5
-
-
-def test_a_reply_that_stalls_after_a_token_times_out_at_the_step_deadline(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.responder = lambda request: "one two three"
-    fake.chunk_delay_s = 0.5  # "two" at +0.5 s, "three" at +1.0 s
-    started = time.monotonic()
-    with pytest.raises(StepTimeout, match="step timeout"):
-        ask(model, timeout_s=0.6)
-    # The read after "two" waits what is left of the step, not the 0.6 s left at the start.
-    assert time.monotonic() - started < 0.85
-
-
-def test_a_late_cancel_of_one_call_does_not_cut_the_next_call_on_its_connection(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    # A wake-up looks at the condition outside any lock, so it can decide to cut A's
-    # call after A's reply was read and its connection lent to B.
-    b_reading = threading.Event()
-    a_cut = threading.Event()
-
-    def a_cancelled() -> bool:
-        if threading.current_thread().name != "late-wake":
-            return False
-        b_reading.wait(5)  # A is cancelled only once B reads on A's connection
-        a_cut.set()
-        return True
-
-    signal_a = StopSignal(a_cancelled)
-
-    def respond(request: dict[str, object]) -> str:
-        if request["model"] == "test-model":  # A's call: its cancellation is under way
-            threading.Thread(target=signal_a.wake, name="late-wake").start()
-            return "A"
-        b_reading.set()
-        return " ".join(["word"] * 5)
-
-    fake.responder = respond
-    fake.chunk_delay_s = 0.05
-    assert ask(model, name="test-model", should_stop=signal_a) == "A"
-    assert ask(model) == " ".join(["word"] * 5)
-    assert a_cut.is_set()  # the late look did happen, and asked for A's cut
-    assert fake.call_count == 2  # B's call was not cut and retried
+def test_an_error_line_mid_reply_is_retried_then_unavailable() -> None:
+    with raw_server(ndjson_reply(
+        b'{"message":{"content":"THOUGHT:"},"done":false}\n',
+        b'{"error":"the runner crashed"}\n',
+    )) as server, OllamaChatModel(host=server.url, retries=2, backoff_initial_s=0.01) as model:
+        with pytest.raises(ModelUnavailable, match="kept failing after 2 attempts: "
+                                                   "the server failed mid-reply: the runner crashed"):
+            ask(model)
+        assert len(server.requests) == 2
 
 
 # --- failures ------------------------------------------------------------------------
 
 
-def test_calls_reuse_one_connection_and_read_on_the_callers_thread(
-    fake: FakeOllama, model: OllamaChatModel, monkeypatch: pytest.MonkeyPatch
+def test_server_errors_are_retried_on_the_same_connection(
+    fake: FakeOllama, model: OllamaChatModel
 ) -> None:
-    connects: list[object] = []
-    connect = socket.socket.connect
-
-    def counting(sock: socket.socket, address: object) -> None:
-        connects.append(address)
-        connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", counting)
-    def others() -> set[str]:  # the client's threads, but the one polling plain should_stop()s
-        return {t.name for t in threading.enumerate()
-                if t.name != "ollama-watchdog" and "process_request" not in t.name}
-
-    threads_before = others()
-    for _ in range(5):
-        assert ask(model) == REPLY
-    # The reply is read to its end, so the connection goes back to the pool.
-    assert len(connects) == 1
-    assert others() == threads_before
-
-
-def test_server_errors_are_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
     fake.fail_next(2, status=500)
     assert ask(model) == REPLY
     assert fake.call_count == 3
+    assert fake.connections == 1  # an error answer read whole leaves the connection open
 
 
 def test_rate_limiting_is_retried(fake: FakeOllama, model: OllamaChatModel) -> None:
@@ -416,18 +227,3 @@ def test_the_fake_runs_as_a_process_with_a_builtin_script() -> None:
     assert "ACTION: calculate\nINPUT: 1234*902" in first
     assert f"FINAL_ANSWER: 1234 * 902 = {CALC_PRODUCT}" in second
     assert process.returncode == 0
-
-
-def test_a_cancelled_reply_leaves_no_read_behind_for_long(
-    fake: FakeOllama, model: OllamaChatModel
-) -> None:
-    fake.responder = lambda request: " ".join(["word"] * 50)
-    fake.chunk_delay_s = 0.05
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=flips_after(0.1))
-    assert time.monotonic() - started < 0.3  # the read was cut, not drained
-    assert len(fake.requests) == 1
-    fake.responder = lambda request: REPLY
-    fake.chunk_delay_s = 0.0
-    assert ask(model) == REPLY  # on a fresh connection

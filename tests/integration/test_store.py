@@ -40,7 +40,8 @@ def test_migrations_from_empty_are_idempotent(tmp_path) -> None:  # type: ignore
     assert upgrade(url) == head
     assert upgrade(url) == head
     engine = create_engine(url)
-    assert {"users", "agents", "agent_steps"} <= set(inspect(engine).get_table_names())
+    assert {"users", "agents", "agent_steps", "webhook_deliveries"} <= set(
+        inspect(engine).get_table_names())
     engine.dispose()
 
 
@@ -278,9 +279,6 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
 
     class NoQueue:
         def revoke(self, task_ids: object) -> None:
-            pass
-
-        def notify(self, agent_id: object) -> None:
             pass
 
     repository = Repository(make_engine(pg_url, pool_size=4))

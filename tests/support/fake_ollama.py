@@ -5,7 +5,9 @@ It answers `POST /api/chat` (streamed NDJSON or a single JSON), `GET /api/tags`,
 model that is not pulled and the handling of `options.stop`. A test scripts it with a
 `responder(request_json) -> reply` and can add latency, slow chunks, HTTP failures
 and dropped connections; it can be stopped and restarted on the same port to
-simulate an outage. Run it as a process for benchmarks:
+simulate an outage. Like Ollama, it notices a client that hangs up mid-reply (even
+while it is silent, before the first token) and stops replying: `hangups` counts
+them, and `connections` the connections it accepted. Run it as a process for benchmarks:
 
     python -m tests.support.fake_ollama --port 11555 --latency 2.0 --script calc
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import select
 import socket
 import sys
 import threading
@@ -85,6 +89,9 @@ class FakeOllama:
         self._requests: list[dict[str, Any]] = []
         self._failures: deque[tuple[int, str]] = deque()
         self._drops: deque[int] = deque()
+        self._hangups = 0
+        self._connections = 0
+        self._changed = threading.Condition(self._lock)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -119,7 +126,7 @@ class FakeOllama:
         self._server = self._thread = None
         if server is None:
             return
-        server.stopping.set()  # wakes handlers waiting out a latency or chunk delay
+        server.stop()  # wakes handlers waiting out a latency or chunk delay
         server.shutdown()
         server.server_close()
         server.cut_connections()
@@ -178,6 +185,23 @@ class FakeOllama:
         with self._lock:
             return len(self._requests)
 
+    @property
+    def connections(self) -> int:
+        """How many connections it has accepted (each a TCP handshake)."""
+        with self._lock:
+            return self._connections
+
+    @property
+    def hangups(self) -> int:
+        """How many chat replies ended because the client hung up before their end."""
+        with self._lock:
+            return self._hangups
+
+    def wait_for_hangups(self, n: int = 1, *, timeout_s: float = 5.0) -> bool:
+        """Whether `n` clients have hung up mid-reply, waiting up to `timeout_s` for it."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._hangups >= n, timeout=timeout_s)
+
     def knows(self, model: str) -> bool:
         return _with_tag(model) in {_with_tag(m) for m in self.models}
 
@@ -192,6 +216,12 @@ class FakeOllama:
     def _latency(self) -> float:
         return self.latency_s() if callable(self.latency_s) else self.latency_s
 
+    def _count(self, *, connection: bool = False, hangup: bool = False) -> None:
+        with self._changed:
+            self._connections += connection
+            self._hangups += hangup
+            self._changed.notify_all()
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -203,14 +233,28 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], fake: FakeOllama) -> None:
         self.fake = fake
         self.stopping = threading.Event()
+        # Readable once the server stops: wakes the handlers waiting out a pause.
+        self.stopped_fd, self._stop_fd = os.pipe()
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        os.write(self._stop_fd, b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        # After stop(): a handler that polls a closed (or reused) descriptor wakes, sees
+        # `stopping` set, and ends.
+        os.close(self._stop_fd)
+        os.close(self.stopped_fd)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
         with self._connections_lock:
             self._connections.add(sock)
+        self.fake._count(connection=True)
         return sock, address
 
     def shutdown_request(self, request: Any) -> None:
@@ -298,8 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = _cut_at_stop(reply, (request.get("options") or {}).get("stop") or [])
         started = time.monotonic()
-        if self.server.stopping.wait(fake._latency()):  # model load + prompt evaluation
-            self.close_connection = True
+        if self._pause(fake._latency()):  # model load + prompt evaluation
             return
         base = {"model": model, "created_at": _now()}
         done = {
@@ -316,17 +359,49 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         # Token-like pieces: a word with its leading whitespace, as Ollama streams them.
-        for index, piece in enumerate(re.findall(r"\s*\S+|\s+", reply)):
-            if drop_after is not None and index >= drop_after:
-                self.close_connection = True  # no terminating chunk: the client sees a cut
-                return
-            if index and fake.chunk_delay_s and self.server.stopping.wait(fake.chunk_delay_s):
-                self.close_connection = True
-                return
-            line = {**base, "message": {"role": "assistant", "content": piece}, "done": False}
-            self._write_chunk(json.dumps(line).encode() + b"\n")
-        self._write_chunk(json.dumps(done).encode() + b"\n")
-        self.wfile.write(b"0\r\n\r\n")
+        try:
+            for index, piece in enumerate(re.findall(r"\s*\S+|\s+", reply)):
+                if drop_after is not None and index >= drop_after:
+                    self.close_connection = True  # no terminating chunk: the client sees a cut
+                    return
+                if index and fake.chunk_delay_s and self._pause(fake.chunk_delay_s):
+                    return
+                line = {**base, "message": {"role": "assistant", "content": piece}, "done": False}
+                self._write_chunk(json.dumps(line).encode() + b"\n")
+            self._write_chunk(json.dumps(done).encode() + b"\n")
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            fake._count(hangup=True)
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait `seconds` as a model would; True when the reply must end instead.
+
+        It must when the server is stopping, or when the client hung up, which is
+        counted: Ollama notices a client that went away and stops generating.
+        """
+        if seconds <= 0:
+            stopping = self.server.stopping.is_set()
+        else:
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN)
+            poller.register(self.server.stopped_fd, select.POLLIN)
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0 and not self.server.stopping.is_set():
+                if poller.poll(left * 1000) and not self.server.stopping.is_set():
+                    try:
+                        gone = not self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        gone = True
+                    if gone:
+                        self.close_connection = True
+                        self.server.fake._count(hangup=True)
+                        return True
+                    poller.unregister(self.connection)  # a request sent early: not a hang-up
+            stopping = self.server.stopping.is_set()
+        if stopping:
+            self.close_connection = True
+        return stopping
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")

@@ -1,0 +1,155 @@
+"""The webhook outbox in SQL: a delivery owed with the status change, claimed when due,
+and each try's outcome recorded — every change a compare-and-set.
+
+A delivery is owed in the transaction of the status change itself (Repository.transition):
+an `INSERT … SELECT` from the agent's row, which inserts nothing for an agent without a
+`webhook_url`, run only when the change won. Nothing can then commit the one without the
+other, so no crash loses a webhook (CONTRACT §3, §9).
+
+Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting
+the try; a claimed row whose worker died is due again when the lease runs out. On
+PostgreSQL the claim skips rows another dispatcher is claiming (`FOR UPDATE SKIP LOCKED`);
+SQLite runs one writer at a time, so its claim needs no lock. The retry schedule lives in
+jarvis_agents/webhooks/dispatcher.py; this module only stores it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import (
+    DateTime,
+    Engine,
+    Insert,
+    Integer,
+    Uuid,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.store.models import AgentRow, WebhookDeliveryRow
+
+agents = AgentRow.__table__
+deliveries = WebhookDeliveryRow.__table__
+
+# The event each status owes (CONTRACT §9).
+EVENTS: dict[AgentStatus, str] = {
+    AgentStatus.COMPLETED: "agent.completed",
+    AgentStatus.FAILED: "agent.failed",
+    AgentStatus.CANCELLED: "agent.cancelled",
+}
+
+# The PostgreSQL side of owing, for store/postgres.py's one-statement transition: a CTE
+# after its guard `owned` (which then returns webhook_url), before its step rows.
+OWED_CTE = """
+owed AS (
+    INSERT INTO webhook_deliveries (id, agent_id, event, url, attempts, next_at, created_at)
+    SELECT %(delivery_id)s, id, %(event)s, webhook_url, 0, %(set_updated_at)s, %(set_updated_at)s
+    FROM owned WHERE webhook_url IS NOT NULL
+),"""
+
+
+def owe(agent_id: uuid.UUID, event: str, now: datetime) -> Insert:
+    """The delivery of `event` owed by the agent, due now, if the agent has a webhook_url."""
+    return insert(deliveries).from_select(
+        ["id", "agent_id", "event", "url", "attempts", "next_at", "created_at"],
+        select(
+            literal(uuid.uuid4(), Uuid), agents.c.id, literal(event), agents.c.webhook_url,
+            literal(0, Integer), literal(now, DateTime(timezone=True)),
+            literal(now, DateTime(timezone=True)),
+        ).where(agents.c.id == agent_id, agents.c.webhook_url.is_not(None)),
+    )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One try of a delivery, as its claim returned it."""
+
+    id: uuid.UUID  # the webhook-id
+    agent_id: uuid.UUID
+    event: str
+    url: str
+    payload: str | None  # the body a failed try sent; None before one has failed
+    attempt: int  # this try's number, from 1
+
+
+_OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None))
+
+
+class OutboxStore:
+    """Claims and outcomes of webhook deliveries, over the repository's engine."""
+
+    def __init__(
+        self, engine: Engine, one_statement: Callable[[], AbstractContextManager[Connection]]
+    ) -> None:
+        self.engine = engine
+        self._one_statement = one_statement  # autocommit on PostgreSQL (store/postgres.py)
+
+    def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
+        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""
+        # Materialized, so that it runs once: as `id IN (SELECT … LIMIT n)` PostgreSQL's
+        # planner may run the subquery again per row and claim more than n.
+        due = (
+            select(deliveries.c.id)
+            .where(*_OWED, deliveries.c.next_at <= now)
+            .order_by(deliveries.c.next_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's compiler leaves it out
+            .cte("due")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
+        )
+        statement = (
+            update(deliveries)
+            .where(deliveries.c.id.in_(select(due.c.id)), *_OWED, deliveries.c.next_at <= now)
+            .values(attempts=deliveries.c.attempts + 1, next_at=now + timedelta(seconds=lease_s))
+            .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.event,
+                       deliveries.c.url, deliveries.c.payload, deliveries.c.attempts)
+        )
+        with self._one_statement() as conn:
+            rows = conn.execute(statement).all()
+        return [Delivery(*row) for row in rows]
+
+    def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
+        """Record that these deliveries' tries were answered 2xx (any try: a late one
+        counts too); how many were still owed."""
+        if not ids:
+            return 0
+        with self._one_statement() as conn:
+            return conn.execute(
+                update(deliveries).where(deliveries.c.id.in_(ids), *_OWED).values(delivered_at=now)
+            ).rowcount
+
+    def failed(
+        self, delivery: Delivery, *, payload: str, error: str, now: datetime,
+        retry_at: datetime | None,
+    ) -> bool:
+        """Record a failed try, and the body it sent (kept from the first try on: every
+        retry sends those bytes): due again at `retry_at`, or abandoned when it is None.
+        Only the latest claim may: a try that outlived its lease changes nothing."""
+        schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}
+        with self._one_statement() as conn:
+            return conn.execute(
+                update(deliveries)
+                .where(deliveries.c.id == delivery.id,
+                       deliveries.c.attempts == delivery.attempt, *_OWED)
+                .values(payload=func.coalesce(deliveries.c.payload, payload), last_error=error,
+                        **schedule)
+            ).rowcount == 1
+
+    def of_agent(self, agent_id: uuid.UUID) -> list[dict[str, object]]:
+        """The agent's deliveries, oldest first: what was owed and what became of it."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(deliveries).where(deliveries.c.agent_id == agent_id)
+                .order_by(deliveries.c.created_at)
+            ).mappings().all()
+        return [dict(row) for row in rows]

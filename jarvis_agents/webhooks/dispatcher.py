@@ -1,0 +1,227 @@
+"""The webhook dispatcher: in every worker process, sends the deliveries that are due.
+
+A delivery is a row the agent's terminal status change committed (store/outbox.py). A
+thread claims due rows, as many as there are idle sender threads, every PERIOD_S or as
+soon as half the senders are free; each claim leases its rows for LEASE_S. A sender makes one
+try, records its outcome and, for a failure, when the next try is due: RETRY_DELAYS_S
+after the try, then abandoned (logged) after the last. A worker killed mid-try leaves
+its rows leased: another worker's dispatcher takes them LEASE_S + PERIOD_S later at the
+most, well within the 30 s the contract allows (§9). Delivery is at least once: a
+receiver drops repeats by `webhook-id`, which every try of a delivery shares.
+
+Every try sends the same bytes: the first builds the body from the agent's row, which no
+longer changes once terminal; a try that fails stores the body it sent, and the retries
+send that (so not even a new release that renders agents differently changes them).
+Only the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
+
+Per batch of claimed deliveries the database sees three statements, not three per
+delivery: the claim, one read of their agents, and one record of those delivered (made
+before the next claim; a failure is recorded at once, with its schedule).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from jarvis_agents.config import Settings
+from jarvis_agents.lifecycle import utcnow
+from jarvis_agents.store.outbox import Delivery
+from jarvis_agents.store.repository import Repository
+from jarvis_agents.webhooks.addresses import Resolver, system_resolver
+from jarvis_agents.webhooks.sender import WebhookSender
+from jarvis_agents.webhooks.signing import Signer
+
+log = logging.getLogger(__name__)
+
+# The wait before each retry: the first within 10 s; 6 tries over 8 min 35 s in all.
+RETRY_DELAYS_S = (5, 30, 60, 120, 300)
+# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT).
+LEASE_S = 20.0
+# How often an idle dispatcher looks for due deliveries.
+PERIOD_S = 1.0
+SENDERS = 8
+
+
+def retry_at(attempt: int, now: datetime) -> datetime | None:
+    """When the try after try number `attempt` (from 1) is due; None when none is left."""
+    if attempt > len(RETRY_DELAYS_S):
+        return None
+    return now + timedelta(seconds=RETRY_DELAYS_S[attempt - 1])
+
+
+class WebhookDispatcher:
+    """Claims due webhook deliveries and sends them, a few at a time."""
+
+    def __init__(
+        self, *, repository: Repository, signer: Signer, sender: WebhookSender,
+        senders: int = SENDERS, period_s: float = PERIOD_S, lease_s: float = LEASE_S,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.repository = repository
+        self.store = repository.outbox
+        self.signer = signer
+        self.sender = sender
+        self.senders = senders
+        self.period_s = period_s
+        self.lease_s = lease_s
+        self.clock = clock
+        self._queue: queue.SimpleQueue[tuple[Delivery, bytes] | None] = queue.SimpleQueue()
+        self._delivered: list[uuid.UUID] = []  # delivered, not yet recorded (see flush)
+        self._idle = senders
+        self._idle_changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def from_settings(
+        cls, repository: Repository, settings: Settings, *,
+        resolver: Resolver = system_resolver, verify: ssl.SSLContext | None = None,
+    ) -> WebhookDispatcher | None:
+        """The dispatcher of this deployment; None without JARVIS_WEBHOOK_SECRET (nothing
+        could be signed: what is owed waits for a worker that has the secret)."""
+        if not settings.webhook_secret:
+            return None
+        sender = WebhookSender(allow_private=settings.webhook_allow_private, resolver=resolver,
+                               verify=verify, senders=SENDERS)
+        return cls(repository=repository, signer=Signer(settings.webhook_secret), sender=sender)
+
+    # --- tries ------------------------------------------------------------------------
+
+    def claim(self, limit: int) -> list[tuple[Delivery, bytes]]:
+        """Claim up to `limit` due deliveries, each with the body its try sends."""
+        due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=limit)
+        unbuilt = [d.agent_id for d in due if d.payload is None]
+        agents = {agent.id: agent for agent in self.repository.get_many(unbuilt)}
+        tries = []
+        for delivery in due:
+            if delivery.payload is not None:
+                tries.append((delivery, delivery.payload.encode()))
+            elif (agent := agents.get(delivery.agent_id)) is not None:
+                body = json.dumps(agent.to_json(), separators=(",", ":")).encode()
+                tries.append((delivery, body))
+            # else: the agent was deleted, and its deliveries with it (ON DELETE CASCADE)
+        return tries
+
+    def deliver(self, delivery: Delivery, body: bytes) -> bool:
+        """Make one try of a claimed delivery; True when it was delivered (recorded by
+        `flush`), else the failure and the next try are recorded now."""
+        headers = self.signer.headers(
+            delivery_id=delivery.id, event=delivery.event, agent_id=delivery.agent_id,
+            body=body, now=self.clock(),
+        )
+        outcome = self.sender.post(delivery.url, body, headers)
+        if outcome.delivered:
+            with self._idle_changed:
+                self._delivered.append(delivery.id)
+            return True
+        now = self.clock()
+        error = outcome.error or "failed"
+        retry = retry_at(delivery.attempt, now)
+        if self.store.failed(delivery, payload=body.decode(), error=error, now=now,
+                             retry_at=retry):
+            if retry is None:
+                log.error("webhook %s (%s) of agent %s abandoned after %s tries; last: %s",
+                          delivery.id, delivery.event, delivery.agent_id, delivery.attempt, error)
+            else:
+                log.warning("webhook %s (%s) of agent %s, try %s failed (%s); next in %s s",
+                            delivery.id, delivery.event, delivery.agent_id, delivery.attempt,
+                            error, RETRY_DELAYS_S[delivery.attempt - 1])
+        return False
+
+    def flush(self) -> None:
+        """Record the deliveries made since the last flush, in one statement."""
+        with self._idle_changed:
+            done, self._delivered = self._delivered, []
+        if done:
+            try:
+                self.store.delivered(done, now=self.clock())
+            except Exception:
+                with self._idle_changed:  # the next flush tries again
+                    self._delivered.extend(done)
+                raise
+
+    def send_due(self) -> int:
+        """Claim what is due and try each, in this thread; how many were tried (tests, tools)."""
+        tries = self.claim(self.senders)
+        for delivery, body in tries:
+            self.deliver(delivery, body)
+        self.flush()
+        return len(tries)
+
+    # --- in a worker process ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the claiming thread and the senders (daemons: a try cut short is retried)."""
+        self._spawn("jarvis-webhooks", self._claim_loop)
+        for number in range(self.senders):
+            self._spawn(f"jarvis-webhook-sender-{number}", self._send_loop)
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop claiming; tries under way get `timeout_s` to end (their lease covers the rest)."""
+        self._stopping.set()
+        with self._idle_changed:
+            self._idle_changed.notify_all()
+        for _ in range(self.senders):
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=timeout_s)
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - unrecorded: they will be sent again
+            log.warning("could not record delivered webhooks: %s", exc)
+        self.sender.close()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _claim_loop(self) -> None:
+        batch = max(1, self.senders // 2)
+        while not self._stopping.is_set():
+            with self._idle_changed:
+                # Claim for half the senders at once, not for each as it frees up: under
+                # load a claim (and its read and record) per delivery costs three times
+                # the statements. Whoever is idle after a period gets claimed for anyway.
+                deadline = time.monotonic() + self.period_s
+                while self._idle < batch and not self._stopping.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._idle_changed.wait(left)
+                idle = self._idle
+            if idle == 0:
+                continue
+            try:
+                self.flush()
+                tries = self.claim(idle)
+            except Exception as exc:  # noqa: BLE001 - the database is away; the next period retries
+                log.warning("could not claim due webhooks: %s", exc)
+                tries = []
+            with self._idle_changed:
+                self._idle -= len(tries)
+            for found in tries:
+                self._queue.put(found)
+            if len(tries) < idle:  # nothing more is due now
+                self._stopping.wait(self.period_s)
+
+    def _send_loop(self) -> None:
+        while (found := self._queue.get()) is not None:
+            delivery, body = found
+            try:
+                self.deliver(delivery, body)
+            except Exception as exc:  # noqa: BLE001 - the lease brings the try back
+                log.warning("webhook %s of agent %s: the try broke off: %s",
+                            delivery.id, delivery.agent_id, exc)
+            finally:
+                with self._idle_changed:
+                    self._idle += 1
+                    self._idle_changed.notify()

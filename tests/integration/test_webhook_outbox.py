@@ -1,0 +1,324 @@
+"""The webhook outbox on real PostgreSQL and SQLite: what a status change owes, the claim,
+the schedule, and each try against a real HTTP receiver (pinned, checked, capped)."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import trustme
+
+from jarvis_agents.config import Settings
+from jarvis_agents.events import MemoryEventBus
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.service import AgentService, CreateRequest
+from jarvis_agents.store.repository import Repository
+from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
+from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
+from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
+
+pytestmark = pytest.mark.integration
+
+SECRET = "s3cret"
+
+
+class NoQueue:
+    """The service's dispatcher: nothing is queued in these tests."""
+
+    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        return None
+
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        pass
+
+    def revoke(self, task_ids: object) -> None:
+        pass
+
+
+class Clock:
+    """A clock the test moves: the schedule's minutes pass at once."""
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def settings(**env: str) -> Settings:
+    return Settings.from_env({"JARVIS_WEBHOOK_SECRET": SECRET, **env})
+
+
+def agent_with(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
+    user, _ = repository.create_user(f"u-{uuid.uuid4().hex[:8]}")
+    agent, _ = repository.create_agent(
+        Agent.new(user_id=user.id, goal="goal", model="m", max_steps=5, webhook_url=url))
+    return agent
+
+
+def running(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
+    claimed = repository.claim(agent_with(repository, url).id)
+    assert claimed is not None
+    return claimed
+
+
+def complete(repository: Repository, agent: Agent) -> bool:
+    """What the executor's completion writes: the FINAL row with the status, in one go."""
+    final = Step(1, 0, StepType.FINAL, "42", created_at=utcnow())
+    return repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=agent.attempt,
+        steps=[final], final_answer="42", stop_reason=StopReason.FINAL_ANSWER, step_count=1)
+
+
+def owed(repository: Repository, agent: Agent) -> list[dict[str, Any]]:
+    return repository.outbox.of_agent(agent.id)
+
+
+# --- what a status change owes --------------------------------------------------------------
+
+
+def test_each_terminal_change_owes_one_delivery_of_its_event(repository: Repository) -> None:
+    completed = running(repository)
+    assert complete(repository, completed)
+    failed = running(repository)  # as the runner fails an agent whose workers were lost
+    assert repository.transition(
+        failed.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=failed.attempt,
+        error="the agent's worker was lost 3 times", stop_reason=StopReason.WORKER_LOST)
+    service = AgentService(repository=repository, settings=settings(), dispatcher=NoQueue(),  # type: ignore[arg-type]
+                           events=MemoryEventBus(), tool_names=["calculate"])
+    cancelled = agent_with(repository)
+    service.cancel(cancelled.user_id, cancelled.id)
+    for agent, event in ((completed, "agent.completed"), (failed, "agent.failed"),
+                         (cancelled, "agent.cancelled")):
+        (delivery,) = owed(repository, agent)
+        assert (delivery["event"], delivery["url"], delivery["attempts"]) == (
+            event, "http://127.0.0.1:9/hook", 0)
+        assert delivery["delivered_at"] is None and delivery["abandoned_at"] is None
+
+
+def test_nothing_is_owed_without_a_url_a_won_change_or_an_end(repository: Repository) -> None:
+    silent = running(repository, url=None)
+    assert complete(repository, silent)
+    assert owed(repository, silent) == []
+    agent = running(repository)
+    assert owed(repository, agent) == []  # PENDING → RUNNING owes nothing
+    assert complete(repository, agent)
+    assert not complete(repository, agent)  # a second completion loses its compare-and-set
+    assert not repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                     stop_reason=StopReason.CANCELLED)
+    assert [d["event"] for d in owed(repository, agent)] == ["agent.completed"]
+
+
+# --- the claim --------------------------------------------------------------------------
+
+
+def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: Repository) -> None:
+    agents = [running(repository) for _ in range(2)]
+    for agent in agents:
+        assert complete(repository, agent)
+    now = utcnow() + timedelta(seconds=1)
+    first = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=1)
+    second = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    assert len(first) == len(second) == 1 and first[0].id != second[0].id
+    assert {first[0].agent_id, second[0].agent_id} == {a.id for a in agents}
+    assert first[0].attempt == second[0].attempt == 1
+    assert repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5) == []  # leased
+    later = now + timedelta(seconds=LEASE_S + 1)  # their worker died: due again
+    again = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    assert sorted(d.id for d in again) == sorted([first[0].id, second[0].id])
+    assert {d.attempt for d in again} == {2}
+    # The try that outlived its lease records nothing; the latest claim's try does.
+    stale = first[0]
+    assert not repository.outbox.failed(stale, payload="{}", error="late", now=later,
+                                        retry_at=later)
+    (latest,) = [d for d in again if d.id == stale.id]
+    assert repository.outbox.failed(latest, payload="{}", error="x", now=later, retry_at=later)
+
+
+def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -> None:
+    agents = [running(repository) for _ in range(40)]
+    for agent in agents:
+        assert complete(repository, agent)
+    now = utcnow() + timedelta(seconds=1)
+    taken: list[uuid.UUID] = []
+    lock = threading.Lock()
+    start = threading.Barrier(6)
+
+    def claimer() -> None:
+        start.wait()
+        while due := repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=3):
+            with lock:
+                taken.extend(d.agent_id for d in due)
+
+    threads = [threading.Thread(target=claimer) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(taken) == sorted(a.id for a in agents)  # each once, none left out
+
+
+# --- tries against a receiver ---------------------------------------------------------------
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as server:
+        yield server
+
+
+def dispatcher(repository: Repository, clock: Clock, **env: str) -> WebhookDispatcher:
+    found = WebhookDispatcher.from_settings(
+        repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1", **env))
+    assert found is not None
+    found.clock = clock
+    return found
+
+
+def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
+    repository: Repository, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
+) -> None:
+    receiver.script = [500] * 10
+    agent = running(repository, receiver.url)
+    assert complete(repository, agent)
+    clock = Clock()
+    sending = dispatcher(repository, clock)
+    for number, delay in enumerate((*RETRY_DELAYS_S, None), 1):
+        assert sending.send_due() == 1
+        assert sending.send_due() == 0  # not due again before its time
+        (row,) = owed(repository, agent)
+        assert row["attempts"] == number and row["last_error"] == "HTTP 500: receiver says no"
+        if delay is None:
+            assert row["abandoned_at"] is not None and row["delivered_at"] is None
+        else:
+            assert _aware(row["next_at"]) == clock.now + timedelta(seconds=delay)
+            clock.now += timedelta(seconds=delay)
+    clock.now += timedelta(days=1)
+    assert sending.send_due() == 0  # abandoned: never tried again
+    tries = receiver.wait_for(1 + len(RETRY_DELAYS_S), timeout_s=5)
+    assert len({t.header("webhook-id") for t in tries}) == 1
+    assert len({t.body for t in tries}) == 1  # the same bytes every time
+    assert "abandoned after 6 tries" in caplog.text
+    assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
+
+
+def test_a_delivered_webhook_is_not_sent_again(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    agent = running(repository, receiver.url)
+    assert complete(repository, agent)
+    clock = Clock()
+    sending = dispatcher(repository, clock)
+    assert sending.send_due() == 1
+    clock.now += timedelta(days=1)
+    assert sending.send_due() == 0
+    (row,) = owed(repository, agent)
+    assert row["delivered_at"] is not None and row["attempts"] == 1
+    (only,) = receiver.wait_for(1, timeout_s=5)
+    assert only.header("X-Jarvis-Event") == "agent.completed"
+
+
+def test_an_endless_answer_is_read_only_so_far(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    receiver.script = [ENDLESS]
+    agent = running(repository, receiver.url)
+    assert complete(repository, agent)
+    sending = dispatcher(repository, Clock())
+    assert sending.send_due() == 1
+    (row,) = owed(repository, agent)
+    assert row["delivered_at"] is not None, row["last_error"]
+
+
+# --- the address: checked at each try and pinned ----------------------------------------------
+
+
+class Resolver:
+    """A fake DNS the test changes between the create and the delivery."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.asked: list[str] = []
+
+    def __call__(self, host: str, port: int) -> list[IPAddress]:
+        self.asked.append(host)
+        return [ipaddress.ip_address(self.address)]
+
+
+def test_a_name_rebound_to_loopback_after_create_is_refused_at_delivery(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    dns = Resolver("93.184.215.14")
+    strict = settings()
+    url = f"http://hooks.jarvis.test:{receiver.port}/hook"
+    service = AgentService(
+        repository=repository, settings=strict, dispatcher=NoQueue(), events=MemoryEventBus(),  # type: ignore[arg-type]
+        tool_names=["calculate"], webhook_check=lambda u: check_webhook_url(u, strict, resolver=dns))
+    user, _ = repository.create_user(f"u-{uuid.uuid4().hex[:8]}")
+    agent, _ = service.create(user.id, CreateRequest(goal="goal", webhook_url=url))
+    claimed = repository.claim(agent.id)
+    assert claimed is not None and complete(repository, claimed)
+    dns.address = "127.0.0.1"  # the name now points at the receiver, on loopback
+    sending = WebhookDispatcher.from_settings(repository, strict, resolver=dns)
+    assert sending is not None
+    assert sending.send_due() == 1
+    (row,) = owed(repository, agent)
+    assert "non-public address (127.0.0.1)" in row["last_error"]
+    assert row["delivered_at"] is None and row["attempts"] == 1
+    assert dns.asked == ["hooks.jarvis.test", "hooks.jarvis.test"]  # at create, at the try
+    assert receiver.connections == 0 and receiver.requests == []  # never reached
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def try_over_tls(
+    repository: Repository, ca: trustme.CA, certified: str,
+) -> tuple[dict[str, Any], WebhookReceiver, list[str]]:
+    """One try at https://hooks.jarvis.test (resolved to 127.0.0.1) of a receiver whose
+    certificate names `certified`: the delivery's row, the receiver, the TLS server names
+    the receiver was asked for."""
+    names: list[str] = []
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(certified).configure_cert(context)
+    context.sni_callback = lambda sock, server_name, ctx: names.append(server_name)  # type: ignore[assignment,func-returns-value]
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    with WebhookReceiver(tls=context) as receiver:
+        agent = running(repository, f"https://hooks.jarvis.test:{receiver.port}/hook")
+        assert complete(repository, agent)
+        sending = WebhookDispatcher.from_settings(
+            repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1"), resolver=Resolver("127.0.0.1"),
+            verify=client)
+        assert sending is not None and sending.send_due() == 1
+        (row,) = owed(repository, agent)
+    return row, receiver, names
+
+
+def test_a_try_connects_to_the_resolved_address_with_the_name_kept_for_host_and_tls(
+    repository: Repository, ca: trustme.CA,
+) -> None:
+    row, receiver, names = try_over_tls(repository, ca, "hooks.jarvis.test")
+    assert row["delivered_at"] is not None, row["last_error"]
+    (request,) = receiver.requests
+    assert request.header("Host") == f"hooks.jarvis.test:{receiver.port}"
+    assert names == ["hooks.jarvis.test"]  # the TLS server name
+
+
+def test_a_certificate_for_another_name_is_refused(repository: Repository, ca: trustme.CA) -> None:
+    row, receiver, _ = try_over_tls(repository, ca, "elsewhere.jarvis.test")
+    assert row["delivered_at"] is None
+    assert "certificate" in row["last_error"].lower(), row["last_error"]
+    assert receiver.requests == []
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)  # SQLite's are naive
