@@ -1,5 +1,6 @@
 # Two commands on a fresh machine: `make up` runs the system, `make test` runs the tests.
-# Each creates the virtualenv it needs from pyproject.toml.
+# Both use one virtualenv made from pyproject.toml: `up` installs what running needs,
+# `test` adds the development tools (the `dev` extra). Either may come first.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,13 +8,21 @@ BIN := $(VENV)/bin
 
 .PHONY: up test bench lint clean
 
-$(VENV)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+
+# What running needs: the package and its dependencies, no test or lint tool.
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
 	touch $@
 
-up: $(VENV)/.installed
+# What developing needs besides: the `dev` extra (it includes all of the above).
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.runtime
+
+up: $(VENV)/.runtime
 	$(BIN)/jarvis-agents up
 
 test: $(VENV)/.installed
@@ -23,7 +32,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check jarvis_agents workers api tests
+	$(BIN)/ruff check jarvis_agents workers api tests bench deploy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts

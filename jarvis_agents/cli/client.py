@@ -1,6 +1,6 @@
 """A small HTTP client for the jarvis-agents API (CONTRACT §2 and §4), used by the CLI.
 
-    from jarvis_agents.client import JarvisClient
+    from jarvis_agents.cli.client import JarvisClient
 
     client = JarvisClient.from_env()          # JARVIS_URL, JARVIS_API_KEY or the key saved by `up`
     agent = client.create("What is 1234 * 902?")
@@ -13,25 +13,24 @@ ApiError for an answer with an error status, ApiUnreachable when nothing answers
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from jarvis_agents.config import default_data_dir
 from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError, RequestError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API = "/api/v1"
-KEY_FILE = "api_key"  # written by `jarvis-agents up` (local_stack.KEY_FILE)
+KEY_FILE = "api_key"  # in the data directory, written by `jarvis-agents up` (local_stack)
 TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 # The server sends a keepalive comment at least every 15 s; silence for longer is a dead link.
 STREAM_READ_TIMEOUT_S = 45.0
@@ -55,71 +54,42 @@ class ApiUnreachable(DependencyUnavailable):
     """Raised when the API cannot be reached, or the connection to it is lost."""
 
 
-@dataclass(frozen=True)
-class SseEvent:
-    """One server-sent event: `id` is None for events without one (`cancelled`, `done`)."""
-
-    event: str
-    data: str
-    id: str | None = None
-
-    def json(self) -> Any:
-        """The data parsed as JSON (every event of the API carries a JSON object)."""
-        return json.loads(self.data)
-
-
-def parse_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
-    """Turn the lines of a `text/event-stream` body into events (the WHATWG rules we need).
-
-    A blank line ends an event; `: …` lines are comments (keepalives); several `data:`
-    lines join with newlines; one space after the colon is dropped.
-    """
-    event = ""
-    event_id: str | None = None
-    data: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\r\n")
-        if not line:
-            if data:
-                yield SseEvent(event or "message", "\n".join(data), event_id)
-            event, event_id, data = "", None, []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-        elif name == "id" and "\0" not in value:
-            event_id = value
-    # An event without its closing blank line was cut off mid-way: it is not dispatched.
-
-
 class EventStream:
-    """The events of one open SSE response; iterate it, then close it (or use `with`)."""
+    """The events of one open SSE response, parsed by httpx-sse; iterate it, then close it
+    (or use `with`). An event's `id` is the stream's last event id (WHATWG), so `done`
+    carries the seq to resume from."""
 
     def __init__(self, response: httpx.Response, base_url: str) -> None:
-        self._response = response
+        self.response = response
         self._base_url = base_url
-        self._events = parse_sse(response.iter_lines())
+        self._events = EventSource(response).iter_sse()
 
     def __iter__(self) -> Self:
         return self
 
-    def __next__(self) -> SseEvent:
+    def __next__(self) -> ServerSentEvent:
         try:
-            return next(self._events)
+            while True:
+                event = next(self._events)
+                # httpx-sse ≤ 0.4.3 makes an empty event of each keepalive after an event
+                # with an id (florimondmanca/httpx-sse#35); the WHATWG rules dispatch no
+                # event without data, and every event of the API has some.
+                if event.data:
+                    return event
         except StopIteration:
             self.close()
             raise
+        except SSEError:  # a TransportError too: the answer was not an event stream
+            self.close()
+            raise ApiError(
+                502, "bad_response", f"the API at {self._base_url} did not answer with an event stream"
+            ) from None
         except httpx.TransportError as exc:
             self.close()
             raise _transport_error(exc, self._base_url) from None
 
     def close(self) -> None:
-        self._response.close()
+        self.response.close()
 
     def __enter__(self) -> Self:
         return self
@@ -128,6 +98,16 @@ class EventStream:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class CreateOptions(TypedDict, total=False):
+    """What a create may say besides its goal (CONTRACT §2); None means not said."""
+
+    max_steps: int | None
+    model: str | None
+    tools: Sequence[str] | None
+    webhook_url: str | None
+    idempotency_key: str | None
 
 
 class JarvisClient:
@@ -172,19 +152,9 @@ class JarvisClient:
 
     # --- agents -------------------------------------------------------------------------
 
-    def create(
-        self,
-        goal: str,
-        *,
-        max_steps: int | None = None,
-        model: str | None = None,
-        tools: Sequence[str] | None = None,
-        webhook_url: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    def create(self, goal: str, **options: Unpack[CreateOptions]) -> dict[str, Any]:
         """Start an agent (202); the agent JSON, PENDING."""
-        body = _create_body(goal, max_steps, model, tools, webhook_url)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        body, headers = _create_request(goal, options)
         return self._json("POST", f"{API}/agents", json=body, headers=headers)
 
     def get(self, agent_id: str, *, wait: float | None = None) -> dict[str, Any]:
@@ -222,7 +192,7 @@ class JarvisClient:
 
     def events(
         self, agent_id: str, *, last_event_id: str | int | None = None, reconnect: bool = True
-    ) -> Iterator[SseEvent]:
+    ) -> Iterator[ServerSentEvent]:
         """Follow an agent's events until `done` (joining does not cancel it).
 
         A dropped connection is re-joined with `Last-Event-ID`, so each step arrives
@@ -237,7 +207,7 @@ class JarvisClient:
                 with self._open_stream("GET", path, headers=headers, agent_id=agent_id) as stream:
                     for event in stream:
                         failures = 0
-                        if event.id is not None:
+                        if event.id:
                             last = event.id
                         yield event
                         if event.event == "done":
@@ -254,21 +224,11 @@ class JarvisClient:
             time.sleep(RECONNECT_DELAYS_S[failures])
             failures += 1
 
-    def stream_create(
-        self,
-        goal: str,
-        *,
-        max_steps: int | None = None,
-        model: str | None = None,
-        tools: Sequence[str] | None = None,
-        webhook_url: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> tuple[str, EventStream]:
+    def stream_create(self, goal: str, **options: Unpack[CreateOptions]) -> tuple[str, EventStream]:
         """Start an agent and stream its events; closing the stream cancels the agent."""
-        body = _create_body(goal, max_steps, model, tools, webhook_url)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body, headers = _create_request(goal, options)
         stream = self._open_stream("POST", f"{API}/agents/stream", json=body, headers=headers)
-        match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream._response.headers.get("Location", ""))
+        match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream.response.headers.get("Location", ""))
         if match is None:
             stream.close()
             raise ApiError(502, "bad_response", "the API did not say which agent it started (no Location)")
@@ -331,19 +291,13 @@ class JarvisClient:
         return EventStream(response, self.base_url)
 
 
-def _create_body(
-    goal: str, max_steps: int | None, model: str | None, tools: Sequence[str] | None, webhook_url: str | None
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"goal": goal}
-    if max_steps is not None:
-        body["max_steps"] = max_steps
-    if model is not None:
-        body["model"] = model
-    if tools is not None:
-        body["tools"] = list(tools)
-    if webhook_url is not None:
-        body["webhook_url"] = webhook_url
-    return body
+def _create_request(goal: str, options: CreateOptions) -> tuple[dict[str, Any], dict[str, str]]:
+    """The create body (the options said, and only those) and its headers."""
+    said = {name: value for name, value in options.items() if value is not None}
+    key = said.pop("idempotency_key", None)
+    if "tools" in said:
+        said["tools"] = list(said["tools"])
+    return {"goal": goal, **said}, {"Idempotency-Key": key} if key else {}
 
 
 def _agent_id(value: str) -> str:

@@ -1,7 +1,7 @@
-"""The `jarvis-agents` command: operator commands and the client side of the API.
+"""The client commands: the API over HTTP, as `JARVIS_URL` and `JARVIS_API_KEY` say.
 
-Every failure a user can cause or fix is one line on stderr and a non-zero exit,
-never a traceback.
+`run` and `watch` follow an agent's events live; the others print the API's answers
+as tables for people or, with `--json`, as JSON for programs.
 """
 
 from __future__ import annotations
@@ -9,113 +9,17 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from jarvis_agents.cli_users import users
-from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY, Settings
 from jarvis_agents.errors import JarvisError
 
 if TYPE_CHECKING:
-    from jarvis_agents.client import JarvisClient, SseEvent
+    from httpx_sse import ServerSentEvent
 
-def fail(message: str, *, code: int = 1) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+    from jarvis_agents.cli.client import CreateOptions, JarvisClient
 
-
-class Cli(click.Group):
-    """A click group whose errors are one line, whatever raised them."""
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        kwargs["standalone_mode"] = False
-        try:
-            return super().main(*args, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
-            sys.exit(2)
-        except click.UsageError as exc:
-            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-            fail(f"{exc.format_message()}{hint}", code=2)
-        except click.Abort:
-            fail("aborted", code=130)
-        except click.exceptions.Exit as exc:
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            fail(exc.format_message(), code=exc.exit_code)
-        except JarvisError as exc:
-            fail(str(exc))
-        except KeyboardInterrupt:
-            click.echo("", err=True)
-            sys.exit(130)
-
-
-def load_settings() -> Settings:
-    return Settings.from_env()
-
-
-@click.group(cls=Cli, no_args_is_help=True)
-@click.version_option(package_name="jarvis-agents", prog_name="jarvis-agents")
-def main() -> None:
-    """jarvis-agents: ReACT agents on a task queue."""
-
-
-# --- operator commands -------------------------------------------------------------
-
-
-@main.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="API port (default: $PORT or 8000).")
-def up(port: int | None) -> None:
-    """Run the whole system on this machine: database, Redis, worker, API and dashboard."""
-    from jarvis_agents.local_stack import LocalStack
-
-    settings = load_settings()
-    sys.exit(LocalStack(settings, port or settings.port, echo=click.echo).run())
-
-
-@main.group()
-def db() -> None:
-    """Database maintenance."""
-
-
-@db.command("upgrade")
-def db_upgrade() -> None:
-    """Apply database migrations (safe to run again)."""
-    from jarvis_agents.store.database import upgrade
-
-    settings = load_settings()
-    revision = upgrade(settings.database_url)
-    click.echo(f"database is at revision {revision}")
-
-
-main.add_command(users)
-
-
-@main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port (default: $PORT or 8000).")
-def api(host: str, port: int | None) -> None:
-    """Run the HTTP API alone."""
-    from api.server import serve
-
-    settings = load_settings()
-    serve(settings, host=host, port=port or settings.port)
-
-
-@main.command()
-@click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
-              help="Agents run at once by this process "
-              f"(default: $JARVIS_WORKER_CONCURRENCY or {DEFAULT_WORKER_CONCURRENCY}).")
-@click.option("--loglevel", default="INFO", show_default=True)
-def worker(concurrency: int | None, loglevel: str) -> None:
-    """Run one Celery worker process."""
-    from workers.main import run_worker
-
-    sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel))
-
-
-# --- client commands: the API over HTTP (JARVIS_URL, JARVIS_API_KEY) -----------------
 
 STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 # Exit codes of `run` and `watch`: like a shell, 130 for an interrupted (cancelled) agent.
@@ -124,12 +28,12 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 
 
 def open_client() -> JarvisClient:
-    from jarvis_agents.client import JarvisClient
+    from jarvis_agents.cli.client import JarvisClient
 
     return JarvisClient.from_env()
 
 
-@main.command()
+@click.command()
 @click.argument("goal")
 @click.option("--detach", is_flag=True, help="Print the new agent's id and return at once.")
 @json_option
@@ -143,9 +47,9 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
 
     Exits 0 when it completes, 1 when it fails, 130 when it is cancelled.
     """
-    from jarvis_agents.terminal import make_console, print_json
+    from jarvis_agents.cli.terminal import make_console, print_json
 
-    options: dict[str, Any] = {"max_steps": max_steps, "model": model, "tools": list(tools) or None}
+    options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None}
     client = open_client()
     console = make_console()
     if detach:
@@ -168,7 +72,7 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
     sys.exit(EXIT_CODES.get(status, 1))
 
 
-@main.command()
+@click.command()
 @click.argument("agent_id", metavar="ID")
 @json_option
 def watch(agent_id: str, as_json: bool) -> None:
@@ -184,15 +88,15 @@ def watch(agent_id: str, as_json: bool) -> None:
     sys.exit(EXIT_CODES.get(status, 1))
 
 
-def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, as_json: bool,
+def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent], *, as_json: bool,
            started: float | None, header: str, rejoin: bool = False) -> str:
     """Print an agent's events until `done`; returns its final status.
 
     With `rejoin`, a stream that breaks off (the streamed create) is continued from the
     agent's own event stream after the last seq seen, so no step is lost or repeated.
     """
-    from jarvis_agents.client import ApiUnreachable
-    from jarvis_agents.terminal import LiveRenderer, make_console, print_json
+    from jarvis_agents.cli.client import ApiUnreachable
+    from jarvis_agents.cli.terminal import LiveRenderer, make_console, print_json
 
     console = make_console()
     renderer = None if as_json else LiveRenderer(console, started=started)
@@ -210,7 +114,7 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, a
                         data = {"data": event.data}
                     if not isinstance(data, dict):
                         data = {"data": data}
-                    if event.id is not None:
+                    if event.id:
                         last_seq = event.id
                     if renderer is None:
                         print_json(console, {"event": event.event, **data})
@@ -242,7 +146,7 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[SseEvent], *, a
 
 def cancel_quietly(client: JarvisClient, agent_id: str) -> None:
     """Cancel after Ctrl-C; an agent that has just ended needs nothing."""
-    from jarvis_agents.client import ApiError
+    from jarvis_agents.cli.client import ApiError
 
     try:
         client.cancel(agent_id)
@@ -251,7 +155,7 @@ def cancel_quietly(client: JarvisClient, agent_id: str) -> None:
             raise
 
 
-@main.command("list")
+@click.command("list")
 @click.option("--status", type=click.Choice(STATUSES, case_sensitive=False), default=None,
               help="Only agents in this status.")
 @click.option("--limit", type=click.IntRange(1, 100), default=None, help="At most this many (1-100).")
@@ -259,7 +163,7 @@ def cancel_quietly(client: JarvisClient, agent_id: str) -> None:
 @json_option
 def list_agents(status: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
     """List your agents, newest first."""
-    from jarvis_agents.terminal import agents_table, make_console, print_json
+    from jarvis_agents.cli.terminal import agents_table, make_console, print_json
 
     page = open_client().list(status=status.upper() if status else None, limit=limit, cursor=cursor)
     console = make_console()
@@ -274,12 +178,12 @@ def list_agents(status: str | None, limit: int | None, cursor: str | None, as_js
         click.echo(f"more: jarvis-agents list --cursor {page['next_cursor']}", err=True)
 
 
-@main.command()
+@click.command()
 @click.argument("agent_id", metavar="ID")
 @json_option
 def show(agent_id: str, as_json: bool) -> None:
     """Show one agent: status, answer or error, timings."""
-    from jarvis_agents.terminal import agent_details, make_console, print_json
+    from jarvis_agents.cli.terminal import agent_details, make_console, print_json
 
     agent = open_client().get(agent_id)
     console = make_console()
@@ -289,13 +193,13 @@ def show(agent_id: str, as_json: bool) -> None:
         agent_details(console, agent)
 
 
-@main.command()
+@click.command()
 @click.argument("agent_id", metavar="ID")
 @click.option("--after", type=click.IntRange(0), default=None, help="Only steps after this seq.")
 @json_option
 def steps(agent_id: str, after: int | None, as_json: bool) -> None:
     """Show an agent's steps so far, in order."""
-    from jarvis_agents.terminal import make_console, print_json, steps_list
+    from jarvis_agents.cli.terminal import make_console, print_json, steps_list
 
     found = open_client().steps(agent_id, after=after)
     console = make_console()
@@ -307,12 +211,12 @@ def steps(agent_id: str, after: int | None, as_json: bool) -> None:
         steps_list(console, found)
 
 
-@main.command()
+@click.command()
 @click.argument("agent_id", metavar="ID")
 @json_option
 def cancel(agent_id: str, as_json: bool) -> None:
     """Cancel a PENDING or RUNNING agent."""
-    from jarvis_agents.terminal import make_console, print_json
+    from jarvis_agents.cli.terminal import make_console, print_json
 
     agent = open_client().cancel(agent_id)
     if as_json:
@@ -321,11 +225,11 @@ def cancel(agent_id: str, as_json: bool) -> None:
         click.echo(f"cancelled agent {agent['id']}")
 
 
-@main.command()
+@click.command()
 @json_option
 def tools(as_json: bool) -> None:
     """List the tools an agent may use."""
-    from jarvis_agents.terminal import make_console, print_json, tools_table
+    from jarvis_agents.cli.terminal import make_console, print_json, tools_table
 
     found = open_client().tools()
     console = make_console()
@@ -335,5 +239,4 @@ def tools(as_json: bool) -> None:
         tools_table(console, found)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
+CLIENT_COMMANDS = (run, watch, list_agents, show, steps, cancel, tools)

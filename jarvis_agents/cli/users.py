@@ -63,7 +63,7 @@ def users_create(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")
 def users_list(as_json: bool) -> None:
     """List the users, oldest first, and whether each is revoked."""
-    from jarvis_agents.terminal import make_console, print_json, users_table
+    from jarvis_agents.cli.terminal import make_console, print_json, users_table
 
     with open_users() as found:
         every = [user.to_json() for user in found.all()]

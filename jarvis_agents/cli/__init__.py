@@ -1,0 +1,17 @@
+"""The outer layer: the `jarvis-agents` command and what only it uses.
+
+These are doors into the core, not part of it: no module of `jarvis_agents` outside
+this package imports it (`tests/unit/test_layers.py` checks).
+
+- `commands`: the command group, its one-line errors, the operator commands (`up`,
+  `db upgrade`, `api`, `worker`);
+- `agents`: the client commands (`run`, `watch`, `list`, `show`, `steps`, `cancel`, `tools`);
+- `users`: `users create | list | revoke | rotate`, on the database directly;
+- `client`: the API over HTTP (`JarvisClient`);
+- `terminal`: how agents, steps and events look on a terminal;
+- `local_stack`: `jarvis-agents up`, the whole system on one machine.
+"""
+
+from jarvis_agents.cli.commands import main
+
+__all__ = ["main"]

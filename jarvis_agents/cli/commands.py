@@ -1,0 +1,111 @@
+"""The `jarvis-agents` command: its group, its one-line errors and the operator commands.
+
+Every failure a user can cause or fix is one line on stderr and a non-zero exit,
+never a traceback. The client commands are in `agents`, the user commands in `users`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from jarvis_agents.cli.agents import CLIENT_COMMANDS
+from jarvis_agents.cli.users import users
+from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY, Settings
+from jarvis_agents.errors import JarvisError
+
+
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+class Cli(click.Group):
+    """A click group whose errors are one line, whatever raised them."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            sys.exit(2)
+        except click.UsageError as exc:
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+            fail(f"{exc.format_message()}{hint}", code=2)
+        except click.Abort:
+            fail("aborted", code=130)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            fail(exc.format_message(), code=exc.exit_code)
+        except JarvisError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            click.echo("", err=True)
+            sys.exit(130)
+
+
+def load_settings() -> Settings:
+    return Settings.from_env()
+
+
+@click.group(cls=Cli, no_args_is_help=True)
+@click.version_option(package_name="jarvis-agents", prog_name="jarvis-agents")
+def main() -> None:
+    """jarvis-agents: ReACT agents on a task queue."""
+
+
+@main.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="API port (default: $PORT or 8000).")
+def up(port: int | None) -> None:
+    """Run the whole system on this machine: database, Redis, worker, API and dashboard."""
+    from jarvis_agents.cli.local_stack import LocalStack
+
+    settings = load_settings()
+    sys.exit(LocalStack(settings, port or settings.port, echo=click.echo).run())
+
+
+@main.group()
+def db() -> None:
+    """Database maintenance."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Apply database migrations (safe to run again)."""
+    from jarvis_agents.store.database import upgrade
+
+    settings = load_settings()
+    revision = upgrade(settings.database_url)
+    click.echo(f"database is at revision {revision}")
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port (default: $PORT or 8000).")
+def api(host: str, port: int | None) -> None:
+    """Run the HTTP API alone."""
+    from api.server import serve
+
+    settings = load_settings()
+    serve(settings, host=host, port=port or settings.port)
+
+
+@main.command()
+@click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
+              help="Agents run at once by this process "
+              f"(default: $JARVIS_WORKER_CONCURRENCY or {DEFAULT_WORKER_CONCURRENCY}).")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(concurrency: int | None, loglevel: str) -> None:
+    """Run one Celery worker process."""
+    from workers.main import run_worker
+
+    sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel))
+
+
+main.add_command(users)
+for command in CLIENT_COMMANDS:
+    main.add_command(command)

@@ -1,0 +1,61 @@
+"""The shape of the house: the core (`jarvis_agents`) loads no door.
+
+Importing every core module, in a fresh interpreter, loads neither the web (Flask,
+Werkzeug, gevent), nor the queue (Celery, kombu), nor the outer layer
+(`jarvis_agents.cli`, `api`, `workers`).
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import jarvis_agents
+from tests.conftest import ROOT
+
+DOORS = ("flask", "werkzeug", "gevent", "celery", "kombu", "api", "workers", "jarvis_agents.cli")
+# Alembic's env.py runs a migration when imported; the CLI is the outer layer itself.
+NOT_CORE = ("jarvis_agents.cli", "jarvis_agents.store.migrations")
+
+
+def core_modules() -> list[str]:
+    return [
+        module.name
+        for module in pkgutil.walk_packages(jarvis_agents.__path__, "jarvis_agents.")
+        if not module.name.startswith(NOT_CORE)
+    ]
+
+
+def loaded_after_importing(modules: list[str]) -> set[str]:
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True,
+                          capture_output=True, text=True, timeout=60)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def doors_in(loaded: set[str]) -> list[str]:
+    return sorted(m for m in loaded if any(m == door or m.startswith(f"{door}.") for door in DOORS))
+
+
+def test_the_core_modules_are_found() -> None:
+    found = core_modules()
+    for name in ("jarvis_agents.executor", "jarvis_agents.service", "jarvis_agents.runner",
+                 "jarvis_agents.store", "jarvis_agents.components", "jarvis_agents.lifecycle"):
+        assert name in found
+    assert not any(name.startswith("jarvis_agents.cli") for name in found)
+
+
+def test_importing_the_core_loads_no_web_no_queue_and_no_cli() -> None:
+    assert doors_in(loaded_after_importing(core_modules())) == []
+
+
+def test_the_check_sees_a_door_when_one_is_loaded() -> None:
+    # The same check on the CLI, which does load click's doors: the test above can fail.
+    assert "jarvis_agents.cli" in doors_in(loaded_after_importing(["jarvis_agents.cli"]))
