@@ -232,19 +232,26 @@ class Check(BaseModel):
     error: str | None
 
 
-class OllamaCheck(Check):
-    model_config = ConfigDict(title="OllamaCheck")
+class ModelCheck(Check):
+    model_config = ConfigDict(title="ModelCheck")
 
     model: str = Field(description="The default model (JARVIS_MODEL).")
-    model_pulled: bool = Field(description="Whether the server has it; reported, not required.")
+    model_pulled: bool = Field(
+        description="Whether its server has it (pulled on Ollama, listed by an OpenAI-compatible "
+                    "server); reported, and a warning when not, never a 503.")
 
 
 class Checks(BaseModel):
+    """The database, Redis, and the server of the default model: `ollama`, or `openai` when
+    the default model is an `openai/…` one (or `JARVIS_PROVIDER` is `openai`)."""
+
     model_config = ConfigDict(title="Checks")
 
     database: Check
     redis: Check
-    ollama: OllamaCheck
+    ollama: ModelCheck | None = Field(None, description="When the default model is Ollama's.")
+    openai: ModelCheck | None = Field(
+        None, description="When the default model is the OpenAI-compatible server's.")
 
 
 class McpServerStatus(BaseModel):
@@ -269,6 +276,9 @@ class Readiness(BaseModel):
 
     status: Literal["ready", "unavailable"]
     checks: Checks
+    warnings: list[str] = Field(
+        description="What works but will fail agents, e.g. a default model that is not pulled; "
+                    "never a 503.")
     mcp: McpReadiness | None = Field(
         default=None, description="The MCP servers, as the workers report them (when configured).")
 
