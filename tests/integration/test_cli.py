@@ -160,18 +160,23 @@ def test_a_failing_agent_exits_1_with_its_error(live_stack: LiveStack) -> None:
     assert json.loads(as_json.stdout.splitlines()[-1])["status"] == "FAILED"
 
 
-def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack) -> None:
-    process = spawn(live_stack, "run", "slow: what is 1234 * 902?")
+def ctrl_c_mid_run(process: subprocess.Popen[str]) -> tuple[list[str], str, str]:
+    """Press Ctrl-C once the agent's ACT is shown (its next model turn takes 2 s); the
+    lines read before, then the rest of stdout and stderr."""
     try:
-        header = wait_for_line(process, r"^agent ")[-1]
-        agent_id = UUID.search(header).group(0)  # type: ignore[union-attr]
-        wait_for_line(process, r"^ACT ")  # mid-run: its next model turn takes 2 s
-        assert agent(live_stack, agent_id)["status"] == "RUNNING"
+        seen = wait_for_line(process, r"^ACT ")
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
         process.wait()
+    return seen, stdout, stderr
+
+
+def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack) -> None:
+    process = spawn(live_stack, "run", "slow: what is 1234 * 902?")
+    seen, stdout, stderr = ctrl_c_mid_run(process)
+    agent_id = UUID.search(seen[0]).group(0)  # type: ignore[union-attr]
 
     assert process.returncode == 130, stdout + stderr
     assert f"cancelled agent {agent_id}" in stderr and "Traceback" not in stderr
@@ -203,13 +208,7 @@ def test_watch_follows_a_running_agent_live_and_cancel_ends_it(live_stack: LiveS
 def test_ctrl_c_during_watch_stops_watching_quietly_and_the_agent_goes_on(live_stack: LiveStack) -> None:
     agent_id = detach(live_stack, "slow: watch me, then stop watching")
     watcher = spawn(live_stack, "watch", agent_id)
-    try:
-        wait_for_line(watcher, r"^ACT ")  # mid-run
-        watcher.send_signal(signal.SIGINT)
-        stdout, stderr = watcher.communicate(timeout=30)
-    finally:
-        watcher.kill()
-        watcher.wait()
+    _, stdout, stderr = ctrl_c_mid_run(watcher)
 
     assert watcher.returncode == 130, stdout + stderr
     assert stderr.strip() == "", stderr  # no "error: aborted": stopping is not a failure
