@@ -52,6 +52,7 @@ class LocalStack:
     echo: object = print
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     interrupts: int = 0  # Ctrl-Cs (or SIGTERMs) so far
+    hurried: bool = False  # the worker was told to hand its agents back now
 
     @property
     def url(self) -> str:
@@ -64,7 +65,8 @@ class LocalStack:
         signal.signal(signal.SIGTERM, self._on_signal)
         try:
             env = self._start()
-            self._report(env)
+            if not self.interrupts:  # a Ctrl-C while starting: straight to stopping
+                self._report(env)
             while not self.interrupts:
                 for name, child in self.children:
                     if child.poll() is not None:
@@ -77,13 +79,19 @@ class LocalStack:
             self.stop()
 
     def _on_signal(self, _signum: int, _frame: object) -> None:
+        # Only counted here: what it means is done by the main flow (stop), which may be
+        # writing to the terminal when the signal comes.
         self.interrupts += 1
-        if self.interrupts == 2:
-            # The worker takes a second SIGTERM as "hand the running agents back now".
-            worker = self._child("worker")
-            if worker is not None and worker.poll() is None:
-                self._say("handing the running agents back now…")
-                worker.send_signal(signal.SIGTERM)
+
+    def _hurry_if_asked(self) -> None:
+        """On a second Ctrl-C, have the worker hand its running agents back now: it takes
+        a second SIGTERM so (its first one, if it has not had it yet, starts the grace)."""
+        worker = self._child("worker")
+        if self.interrupts < 2 or self.hurried or worker is None or worker.poll() is not None:
+            return
+        self.hurried = True
+        self._say("handing the running agents back now…")
+        worker.send_signal(signal.SIGTERM)
 
     def _check_port(self) -> None:
         from jarvis_agents.components import check_port
@@ -253,9 +261,11 @@ class LocalStack:
         for _, child in reversed(self.children):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(max(0.5, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            until = max(deadline, time.monotonic() + 0.5)
+            while child.poll() is None and time.monotonic() < until:
+                self._hurry_if_asked()
+                time.sleep(0.1)
+            if child.poll() is None:
                 child.kill()
                 child.wait(5)
         self.children.clear()
