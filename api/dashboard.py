@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, Response, send_from_directory
+from flask import Blueprint, Response, render_template, request, send_from_directory
 
 from api.auth import public
+from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+# The page's assets: the stylesheet, and the script's modules (it imports the others).
+ASSETS = ("dashboard.css", "dashboard.js", "form.js", "page.js", "sse.js", "views.js")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -25,30 +28,27 @@ SECURITY_HEADERS = {
 }
 
 # Literal asset routes: they win over an app-wide `/static/<path>` rule, if there is one.
-dashboard = Blueprint("dashboard", __name__)
+dashboard = Blueprint("dashboard", __name__, template_folder="static")
 
 
 @dashboard.get("/")
 @public
 def index() -> Response:
-    return _send("index.html")
+    # The one value the page is given: the default model, filled in the form's model field.
+    page = Response(render_template("index.html", default_model=ctx().settings.model),
+                    content_type="text/html; charset=utf-8")
+    page.add_etag()
+    return _secure(page.make_conditional(request))
 
 
-@dashboard.get("/static/dashboard.css")
+@dashboard.get(f"/static/<any({', '.join(repr(name) for name in ASSETS)}):name>")
 @public
-def stylesheet() -> Response:
-    return _send("dashboard.css")
+def asset(name: str) -> Response:
+    return _secure(send_from_directory(STATIC_DIR, name, max_age=0))
 
 
-@dashboard.get("/static/dashboard.js")
-@public
-def script() -> Response:
-    return _send("dashboard.js")
-
-
-def _send(name: str) -> Response:
+def _secure(response: Response) -> Response:
     # no-cache: the browser revalidates (ETag), so a deploy is picked up at once.
-    response = send_from_directory(STATIC_DIR, name, max_age=0)
     response.headers["Cache-Control"] = "no-cache"
     response.headers.update(SECURITY_HEADERS)
     return response

@@ -17,11 +17,12 @@ from prometheus_client.registry import Collector
 from sqlalchemy import text
 
 from api.auth import public
-from api.context import ApiContext, ctx
+from api.context import ctx
 from api.hub import EventHub
 from api.scrape_cache import ScrapeCache
+from jarvis_agents.config import Settings
 from jarvis_agents.lifecycle import AgentStatus, utcnow
-from jarvis_agents.llm.ollama import OllamaChatModel
+from jarvis_agents.llm.readiness import ModelReadiness, check_default_model, default_provider
 from jarvis_agents.store.repository import Repository
 from workers.celery_app import QUEUE
 
@@ -43,13 +44,20 @@ def healthz() -> Response:
 @public
 def readyz() -> Response:
     context = ctx()
+    settings = context.settings
+    model: list[ModelReadiness] = []  # filled by its check, if it answers in time
+    provider = default_provider(settings)  # the check's name: "ollama" or "openai"
     checks = _run_parallel({
         "database": lambda: _check_database(context.repository),
         "redis": lambda: _check_redis(context.redis),
-        "ollama": lambda: _check_ollama(context),
+        provider: lambda: _check_model(settings, model),
     })
+    checks[provider].setdefault("model", settings.model)
+    checks[provider].setdefault("model_pulled", False)
     ready = all(check["ok"] for check in checks.values())
-    body: dict[str, Any] = {"status": "ready" if ready else "unavailable", "checks": checks}
+    body: dict[str, Any] = {"status": "ready" if ready else "unavailable", "checks": checks,
+                            "warnings": [_not_served(found) for found in model
+                                         if found.reachable and not found.available]}
     if context.settings.mcp_servers:
         # A server down costs its tools only: reported beside the checks, never a 503.
         body["mcp"] = context.tools.readiness()
@@ -80,14 +88,23 @@ def _check_redis(redis_client: Any) -> dict[str, Any]:
     return {"ok": True, "error": None}
 
 
-def _check_ollama(context: ApiContext) -> dict[str, Any]:
-    model = context.settings.model
-    with OllamaChatModel(host=context.settings.ollama_host) as client:
-        result = client.ping(timeout_s=CHECK_TIMEOUT_S - 0.5)
-    wanted = model if ":" in model.rsplit("/", 1)[-1] else f"{model}:latest"
-    pulled = any(m == wanted or m == model for m in result["models"])
-    return {"ok": result["reachable"], "error": result["error"], "model": model,
-            "model_pulled": pulled}
+def _check_model(settings: Settings, found: list[ModelReadiness]) -> dict[str, Any]:
+    """The default model's server answers (required); whether it has the model (reported)."""
+    readiness = check_default_model(settings, timeout_s=CHECK_TIMEOUT_S - 0.5)
+    found.append(readiness)
+    return {"ok": readiness.reachable, "error": readiness.error, "model": readiness.model,
+            "model_pulled": readiness.available}
+
+
+def _not_served(found: ModelReadiness) -> str:
+    """The warning for a default model its server does not have: agents would fail."""
+    if found.provider == "ollama":
+        remedy = f"run `ollama pull {found.name}` there"
+    else:
+        remedy = "serve it there"
+    return (f"the default model '{found.model}' is not on {found.server}: agents that do "
+            f"not name another model will fail; {remedy}, or set JARVIS_MODEL to a model "
+            "it has")
 
 
 def _run_parallel(checks: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -109,9 +126,6 @@ def _run_parallel(checks: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, 
     answer = {}
     for name in checks:
         answer[name] = results.get(name) or {"ok": False, "error": f"no answer within {CHECK_TIMEOUT_S:g} s"}
-    ollama = answer["ollama"]
-    ollama.setdefault("model", ctx().settings.model)
-    ollama.setdefault("model_pulled", False)
     return answer
 
 

@@ -275,8 +275,8 @@ def _operations() -> dict[str, dict[str, Any]]:
         "/readyz": {
             "get": {
                 "operationId": "readyz", "tags": ["meta"],
-                "summary": "Readiness: the database, Redis and Ollama answer (whether the "
-                           "default model is pulled is reported, not required).",
+                "summary": "Readiness: the database, Redis and the default model's server "
+                           "answer (whether it has the model is a warning, not required).",
                 **public_,
                 "responses": {"200": _json("Readiness", "Ready."),
                               "503": _json("Readiness", "Something is down; `checks` says what.")},

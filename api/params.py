@@ -13,9 +13,15 @@ import uuid
 
 from flask import request
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from werkzeug.routing import BaseConverter
 
-from api.schemas import IDEMPOTENCY_KEY_MAX_CHARS, IDEMPOTENCY_KEY_PATTERN, CreateAgent
+from api.schemas import (
+    CREATE_FIELDS,
+    IDEMPOTENCY_KEY_MAX_CHARS,
+    IDEMPOTENCY_KEY_PATTERN,
+    CreateAgent,
+)
 from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.service import CreateRequest
@@ -170,13 +176,39 @@ def _json_type(value: object) -> str:
 
 
 def _describe(exc: ValidationError) -> str:
-    """Pydantic's errors as one sentence: `goal: must not be blank; max_steps: …`."""
-    parts = []
-    for error in exc.errors(include_url=False)[:5]:
-        where = ".".join(str(p) for p in error["loc"]) or "body"
-        if error["type"] == "extra_forbidden":
-            parts.append(f"unknown field `{where}`")
-            continue
-        message = error["msg"].removeprefix("Value error, ")
-        parts.append(f"`{where}`: {message[:1].lower()}{message[1:]}")
-    return "invalid request body: " + "; ".join(parts)
+    """Pydantic's errors as sentences a person can act on: `the goal must not be blank`."""
+    return "; ".join(_sentence(error) for error in exc.errors(include_url=False)[:5])
+
+
+def _sentence(error: ErrorDetails) -> str:
+    loc, kind, value = error["loc"], error["type"], error.get("input")
+    field = str(loc[0]) if loc else "body"
+    if kind == "extra_forbidden":
+        return f"unknown field `{field}` (a create takes {', '.join(CreateAgent.model_fields)})"
+    if field not in CREATE_FIELDS:
+        return f"`{field}`: {error['msg'][:1].lower()}{error['msg'][1:]}"
+    name, rule = CREATE_FIELDS[field]
+    if len(loc) > 1:  # an item of `tools`
+        name, rule = f"tool name #{int(loc[1]) + 1} in `tools`", "the name of a tool (GET /api/v1/tools)"
+    if kind == "missing":
+        return f"{name} is missing: send a JSON object such as {{\"goal\": \"What is 2 + 2?\"}}"
+    if kind == "value_error":  # our own validators, which say what is wrong
+        return f"{name} {error['msg'].removeprefix('Value error, ')}"
+    if kind == "string_too_short" and field == "goal":
+        return f"{name} must not be blank"
+    if kind == "string_too_long":
+        return f"{name} must be at most {error['ctx']['max_length']} characters, not {len(str(value))}"
+    if kind == "too_long":
+        return f"{name} may name at most {error['ctx']['max_length']} tools, not {len(value)}"
+    if kind == "string_unicode":
+        return f"{name} must be valid Unicode text (no lone surrogates)"
+    return f"{name} must be {rule}, not {_shown(value)}"
+
+
+def _shown(value: object) -> str:
+    """A refused value as JSON, cut short: `"5"`, `5.0`, `true`, `[[[…`."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = _json_type(value)
+    return text if len(text) <= 40 else text[:39] + "…"

@@ -27,14 +27,25 @@ IDEMPOTENCY_KEY_MAX_CHARS = 255
 # Printable ASCII, no surrounding spaces (HTTP would strip them anyway).
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
 
-# JSON Schema patterns, understood alike by Python's `re` (what the server and the
-# property-based tests run) and by ECMAScript: no NUL, at least one non-space.
+# JSON Schema patterns, understood alike by Python's `re` (what the property-based tests
+# run) and by ECMAScript: no NUL, at least one non-space. They are for the document
+# only (`json_schema_extra`): the validators below check the same, and refuse in a
+# sentence rather than by quoting a regular expression.
 NOT_BLANK = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 NO_BLANKS = r"^[^\s\u0000]+$"
 # Only the scheme, for the document: the URL itself is checked by a URL parser
 # (webhooks/addresses.py), which takes any valid port and IPv6 literals.
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
 
+
+# Each create field as a refusal names it, and what it must be (api.params).
+CREATE_FIELDS = {
+    "goal": ("the goal", f"text of 1 to {GOAL_MAX_CHARS} characters"),
+    "max_steps": ("`max_steps`", "a whole number from 1 to 50"),
+    "model": ("`model`", "a model's name without spaces, such as llama3.2 or openai/gpt-4o-mini"),
+    "tools": ("`tools`", 'a list of tool names, such as ["calculate"] (GET /api/v1/tools lists them)'),
+    "webhook_url": ("`webhook_url`", "an http(s) URL"),
+}
 
 
 def _storable(value: str) -> str:
@@ -59,7 +70,7 @@ class CreateAgent(BaseModel):
 
     goal: Annotated[
         str,
-        Field(min_length=1, max_length=GOAL_MAX_CHARS, pattern=NOT_BLANK,
+        Field(min_length=1, max_length=GOAL_MAX_CHARS, json_schema_extra={"pattern": NOT_BLANK},
               description="What the agent should achieve; 1–4000 characters, not blank."),
     ]
     max_steps: Annotated[
@@ -67,8 +78,8 @@ class CreateAgent(BaseModel):
         Field(ge=1, le=50, description="ReACT iterations allowed (default: JARVIS_MAX_STEPS)."),
     ] = None
     model: Annotated[
-        str | None,
-        Field(min_length=1, max_length=MODEL_MAX_CHARS, pattern=NO_BLANKS,
+        Annotated[str, Field(json_schema_extra={"pattern": NO_BLANKS})] | None,
+        Field(min_length=1, max_length=MODEL_MAX_CHARS,
               description="Ollama model name (default: JARVIS_MODEL)."),
     ] = None
     tools: Annotated[
@@ -77,9 +88,8 @@ class CreateAgent(BaseModel):
               description="Names of the tools the agent may use (default: all of them)."),
     ] = None
     webhook_url: Annotated[
-        str | None,
-        Field(min_length=1, max_length=WEBHOOK_URL_MAX_CHARS, pattern=HTTP_URL,
-              json_schema_extra={"format": "uri"},
+        Annotated[str, Field(json_schema_extra={"pattern": HTTP_URL})] | None,
+        Field(min_length=1, max_length=WEBHOOK_URL_MAX_CHARS, json_schema_extra={"format": "uri"},
               description="An http(s) URL that receives the agent JSON when it ends (headers "
                           "X-Jarvis-Event, X-Jarvis-Signature and Standard Webhooks' webhook-id, "
                           "webhook-timestamp, webhook-signature); needs JARVIS_WEBHOOK_SECRET on "
@@ -232,19 +242,26 @@ class Check(BaseModel):
     error: str | None
 
 
-class OllamaCheck(Check):
-    model_config = ConfigDict(title="OllamaCheck")
+class ModelCheck(Check):
+    model_config = ConfigDict(title="ModelCheck")
 
     model: str = Field(description="The default model (JARVIS_MODEL).")
-    model_pulled: bool = Field(description="Whether the server has it; reported, not required.")
+    model_pulled: bool = Field(
+        description="Whether its server has it (pulled on Ollama, listed by an OpenAI-compatible "
+                    "server); reported, and a warning when not, never a 503.")
 
 
 class Checks(BaseModel):
+    """The database, Redis, and the server of the default model: `ollama`, or `openai` when
+    the default model is an `openai/…` one (or `JARVIS_PROVIDER` is `openai`)."""
+
     model_config = ConfigDict(title="Checks")
 
     database: Check
     redis: Check
-    ollama: OllamaCheck
+    ollama: ModelCheck | None = Field(None, description="When the default model is Ollama's.")
+    openai: ModelCheck | None = Field(
+        None, description="When the default model is the OpenAI-compatible server's.")
 
 
 class McpServerStatus(BaseModel):
@@ -269,6 +286,9 @@ class Readiness(BaseModel):
 
     status: Literal["ready", "unavailable"]
     checks: Checks
+    warnings: list[str] = Field(
+        description="What works but will fail agents, e.g. a default model that is not pulled; "
+                    "never a 503.")
     mcp: McpReadiness | None = Field(
         default=None, description="The MCP servers, as the workers report them (when configured).")
 

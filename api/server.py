@@ -9,7 +9,6 @@ callback). The same worker class runs in production through `api.gunicorn_conf`.
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import logging
@@ -21,9 +20,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
 from psycogreen.gevent import patch_psycopg
 
-from jarvis_agents.components import check_dependencies, freeze_start_up_objects
+from jarvis_agents.components import check_dependencies, check_port, freeze_start_up_objects
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import ConfigError
 from jarvis_agents.logs import configure_logging
 
 WORKER_CLASS = "api.server.JarvisWorker"
@@ -65,7 +63,7 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
     for name in ("api", "jarvis_agents"):
         logging.getLogger(name).setLevel(logging.INFO)
     check_dependencies(settings)
-    _check_port(host, port)
+    check_port(host, port)
     display_host = f"[{host}]" if ":" in host else host
     bind = f"{display_host}:{port}"
 
@@ -194,18 +192,6 @@ def _json_protocol_errors() -> None:
         util.write_nonblock(sock, head + body)
 
     util.write_error = write_error
-
-
-def _check_port(host: str, port: int) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"port {port} on {host} is already in use") from None
-            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

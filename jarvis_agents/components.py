@@ -5,12 +5,14 @@ Nothing here runs at import time; each door (API, worker, CLI) calls one builder
 
 from __future__ import annotations
 
+import errno
 import gc
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import DependencyUnavailable
+from jarvis_agents.errors import ConfigError, DependencyUnavailable
 from jarvis_agents.events import RedisEventBus
 from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
@@ -60,6 +62,20 @@ def check_dependencies(settings: Settings) -> None:
         raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
     finally:
         client.close()
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail in one line if nothing could listen on `host`:`port` (taken, or not ours)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As the server binds: a port whose old connections linger (TIME_WAIT) is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is already in use") from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @dataclass

@@ -97,11 +97,21 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     def on_ready(**_: object) -> None:
         freeze_start_up_objects()  # Celery's consumer, the runner and the pools exist now
 
+    signals_received = 0
+
     @worker_shutting_down.connect
     def on_shutdown(**_: object) -> None:
         # Celery's warm shutdown waits for every running task; an agent may run for
         # minutes, so after the grace period the runner stops them and hands them back.
-        components.runner.begin_shutdown(settings.shutdown_grace_s)
+        # Celery signals this again on every further SIGTERM: that one means "now"
+        # (`jarvis-agents up` sends it on a second Ctrl-C).
+        nonlocal signals_received
+        signals_received += 1
+        runner = components.runner
+        grace_s = settings.shutdown_grace_s if signals_received == 1 else 0.0
+        log.info("shutting down: %s running agents are handed back in %g s unless they end first",
+                 runner.active(), grace_s)
+        runner.begin_shutdown(grace_s)
 
     try:
         app.worker_main([

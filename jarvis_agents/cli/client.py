@@ -30,7 +30,10 @@ from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API = "/api/v1"
-KEY_FILE = "api_key"  # in the data directory, written by `jarvis-agents up` (local_stack)
+# In the data directory, written by `jarvis-agents up` (local_stack): the local user's
+# key, and the URL it serves on, for the client commands when nothing else is set.
+KEY_FILE = "api_key"
+URL_FILE = "api_url"
 TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 # The server sends a keepalive comment at least every 15 s; silence for longer is a dead link.
 STREAM_READ_TIMEOUT_S = 45.0
@@ -133,16 +136,16 @@ class JarvisClient:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, timeout_s: float = 30) -> JarvisClient:
-        """JARVIS_URL (default http://127.0.0.1:8000) and JARVIS_API_KEY (default: the key
-        `jarvis-agents up` saved in the data directory)."""
+        """JARVIS_URL and JARVIS_API_KEY; when unset, the URL and the key `jarvis-agents up`
+        saved in the data directory (the URL's default: http://127.0.0.1:8000)."""
         env = os.environ if env is None else env
-        base_url = (env.get("JARVIS_URL") or DEFAULT_URL).strip()
+        base_url = (env.get("JARVIS_URL") or "").strip() or _saved(env, URL_FILE) or DEFAULT_URL
         parts = urlsplit(base_url)
         if parts.scheme not in {"http", "https"} or not parts.hostname:
             raise ConfigError(
                 f"JARVIS_URL is not a valid URL: {base_url!r} (expected e.g. {DEFAULT_URL})"
             )
-        api_key = (env.get("JARVIS_API_KEY") or "").strip() or _saved_key(env)
+        api_key = (env.get("JARVIS_API_KEY") or "").strip() or _saved(env, KEY_FILE)
         if not api_key:
             raise ConfigError(
                 "no API key: set JARVIS_API_KEY (`jarvis-agents users create NAME` prints one), "
@@ -185,7 +188,7 @@ class JarvisClient:
         return self._json("DELETE", f"{API}/agents/{_agent_id(agent_id)}", agent_id=agent_id)
 
     def tools(self) -> list[dict[str, Any]]:
-        """`[{"name", "description"}, …]`: the tools an agent may use."""
+        """`[{"name", "description", "source", "input_schema"}, …]`: the tools an agent may use."""
         return list(self._json("GET", f"{API}/tools")["tools"])
 
     # --- events ---------------------------------------------------------------------------
@@ -314,9 +317,10 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def _saved_key(env: Mapping[str, str]) -> str | None:
+def _saved(env: Mapping[str, str], name: str) -> str | None:
+    """What `jarvis-agents up` saved as `name` in the data directory, if anything."""
     try:
-        return (default_data_dir(env) / KEY_FILE).read_text().strip() or None
+        return (default_data_dir(env) / name).read_text().strip() or None
     except OSError:
         return None
 

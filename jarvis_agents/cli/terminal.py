@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -133,7 +134,7 @@ class LiveRenderer:
 
 def agents_table(console: Console, agents: Sequence[dict[str, Any]]) -> None:
     rows = [
-        (a["id"], a["status"], str(a.get("step_count", 0)), _short_time(a.get("created_at")), _one_line(a["goal"], 60))
+        (a["id"], a["status"], str(a.get("step_count", 0)), local_time(a.get("created_at")), _one_line(a["goal"], 60))
         for a in agents
     ]
     _table(console, ("ID", "STATUS", "STEPS", "CREATED", "GOAL"), rows, styles={1: STATUS_STYLES})
@@ -141,15 +142,16 @@ def agents_table(console: Console, agents: Sequence[dict[str, Any]]) -> None:
 
 def users_table(console: Console, users: Sequence[dict[str, Any]]) -> None:
     rows = [
-        (u["name"], _short_time(u["created_at"]),
-         f"yes, {_short_time(u['revoked_at'])}" if u.get("revoked_at") else "no")
+        (u["name"], local_time(u["created_at"]),
+         f"yes, {local_time(u['revoked_at'])}" if u.get("revoked_at") else "no")
         for u in users
     ]
-    _table(console, ("NAME", "CREATED (UTC)", "REVOKED"), rows)
+    _table(console, ("NAME", "CREATED", "REVOKED"), rows)
 
 
 def tools_table(console: Console, tools: Sequence[dict[str, Any]]) -> None:
-    _table(console, ("NAME", "DESCRIPTION"), [(t["name"], _one_line(t.get("description") or "")) for t in tools])
+    rows = [(t["name"], t.get("source") or "", _one_line(t.get("description") or "")) for t in tools]
+    _table(console, ("NAME", "SOURCE", "DESCRIPTION"), rows)
 
 
 def agent_details(console: Console, agent: dict[str, Any]) -> None:
@@ -163,9 +165,9 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("max_steps", agent.get("max_steps")),
         ("step_count", agent.get("step_count")),
         ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
-        ("created_at", agent.get("created_at")),
-        ("started_at", agent.get("started_at")),
-        ("completed_at", agent.get("completed_at")),
+        ("created_at", local_time(agent.get("created_at"))),
+        ("started_at", local_time(agent.get("started_at"))),
+        ("completed_at", local_time(agent.get("completed_at"))),
         ("duration", f"{agent['duration_ms'] / 1000:.1f} s" if agent.get("duration_ms") is not None else None),
         ("final_answer", agent.get("final_answer")),
         ("error", agent.get("error")),
@@ -211,9 +213,16 @@ def _table(
         console.out("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _short_time(iso: str | None) -> str:
-    """`2026-01-02T03:04:05.678Z` → `2026-01-02 03:04:05` (UTC, as the API gives it)."""
-    return (iso or "")[:19].replace("T", " ")
+def local_time(iso: str | None) -> str:
+    """`2026-01-02T03:04:05.678Z` → `2026-01-02 04:04:05 CET`: the API's UTC in this
+    machine's time zone, which is named (TZ, else the system's)."""
+    if not iso:
+        return ""
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso  # not ours to interpret: shown as it came
+    return when.replace(tzinfo=when.tzinfo or UTC).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def _one_line(text: str, limit: int | None = None) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from api.scrape_cache import MAX_AGE_S
+from tests.conftest import free_port
 from tests.support.api_server import wait_until
 
 pytestmark = pytest.mark.integration
@@ -33,14 +34,18 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
             "database": {"ok": True, "error": None},
             "redis": {"ok": True, "error": None},
             "ollama": {"ok": True, "error": None, "model": "llama3.2", "model_pulled": True},
-        }}
+        }, "warnings": []}
 
         fake_ollama.models = ["qwen2.5:72b"]  # the default model is not pulled: still ready
         not_pulled = http.get("/readyz")
         assert not_pulled.status_code == 200
+        assert not_pulled.json()["status"] == "ready"
         assert not_pulled.json()["checks"]["ollama"] == {
             "ok": True, "error": None, "model": "llama3.2", "model_pulled": False,
         }
+        (warning,) = not_pulled.json()["warnings"]  # ready, but agents would fail: said so
+        assert "'llama3.2' is not on the Ollama server" in warning
+        assert "ollama pull llama3.2" in warning
 
         fake_ollama.stop()
         down = http.get("/readyz")
@@ -53,6 +58,33 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
 
         fake_ollama.start()  # the same port
         assert http.get("/readyz").status_code == 200
+
+
+def test_readiness_asks_the_server_of_an_openai_default_model_not_ollama(
+    api_env, start_api, fake_ollama
+):
+    # An OpenAI-only deployment: no Ollama anywhere, the fake answering the OpenAI protocol.
+    no_ollama = f"http://127.0.0.1:{free_port()}"
+    api = start_api({**api_env, "OLLAMA_HOST": no_ollama, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1",
+                     "JARVIS_MODEL": "openai/test-model"})
+    with api.client() as http:
+        ready = http.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["checks"]["openai"] == {
+            "ok": True, "error": None, "model": "openai/test-model", "model_pulled": True,
+        }
+        assert "ollama" not in ready.json()["checks"] and ready.json()["warnings"] == []
+
+        fake_ollama.models = ["other-model"]
+        not_served = http.get("/readyz")
+        assert not_served.status_code == 200
+        (warning,) = not_served.json()["warnings"]
+        assert "'openai/test-model' is not on the OpenAI-compatible server" in warning
+
+        fake_ollama.stop()
+        down = http.get("/readyz")
+        assert down.status_code == 503 and down.json()["checks"]["openai"]["ok"] is False
+        fake_ollama.start()
 
 
 def test_metrics_report_the_database_and_the_queue_at_most_15_s_late(api_env, start_api):

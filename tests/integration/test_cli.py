@@ -115,9 +115,10 @@ def test_run_detach_prints_only_the_id_and_the_read_commands_show_the_agent(live
     agent_id = detach(live_stack, "Detached: what is 1234 * 902?")
     assert agent(live_stack, agent_id, wait_s=30)["status"] == "COMPLETED"
 
-    shown = jarvis(live_stack, "show", agent_id)
+    shown = jarvis(live_stack, "show", agent_id, TZ="Asia/Tokyo")
     assert shown.returncode == 0, shown.stderr
     assert f"id:           {agent_id}" in shown.stdout
+    assert re.search(r"created_at:   \d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST$", shown.stdout, re.MULTILINE), shown.stdout
     assert "status:       COMPLETED" in shown.stdout
     assert "final_answer: 1113068" in shown.stdout
     assert json.loads(jarvis(live_stack, "show", "--json", agent_id).stdout)["final_answer"] == "1113068"
@@ -131,12 +132,13 @@ def test_run_detach_prints_only_the_id_and_the_read_commands_show_the_agent(live
     later = json.loads(jarvis(live_stack, "steps", "--json", "--after", "3", agent_id).stdout)
     assert [s["seq"] for s in later["steps"]] == [4, 5]
 
-    listed = jarvis(live_stack, "list", "--status", "completed", "--limit", "100")
+    listed = jarvis(live_stack, "list", "--status", "completed", "--limit", "100", TZ="Asia/Tokyo")
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
     assert header.split() == ["ID", "STATUS", "STEPS", "CREATED", "GOAL"]
     row = next(r for r in rows if r.startswith(agent_id))
     assert row.split()[1:3] == ["COMPLETED", "2"] and row.endswith("Detached: what is 1234 * 902?")
+    assert row.split()[5] == "JST", row  # the local time, its zone named
     page = json.loads(jarvis(live_stack, "list", "--json", "--limit", "1").stdout)
     assert len(page["agents"]) == 1 and "next_cursor" in page
 
@@ -158,18 +160,23 @@ def test_a_failing_agent_exits_1_with_its_error(live_stack: LiveStack) -> None:
     assert json.loads(as_json.stdout.splitlines()[-1])["status"] == "FAILED"
 
 
-def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack) -> None:
-    process = spawn(live_stack, "run", "slow: what is 1234 * 902?")
+def ctrl_c_mid_run(process: subprocess.Popen[str]) -> tuple[list[str], str, str]:
+    """Press Ctrl-C once the agent's ACT is shown (its next model turn takes 2 s); the
+    lines read before, then the rest of stdout and stderr."""
     try:
-        header = wait_for_line(process, r"^agent ")[-1]
-        agent_id = UUID.search(header).group(0)  # type: ignore[union-attr]
-        wait_for_line(process, r"^ACT ")  # mid-run: its next model turn takes 2 s
-        assert agent(live_stack, agent_id)["status"] == "RUNNING"
+        seen = wait_for_line(process, r"^ACT ")
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
         process.wait()
+    return seen, stdout, stderr
+
+
+def test_ctrl_c_during_run_cancels_the_agent_and_exits_130(live_stack: LiveStack) -> None:
+    process = spawn(live_stack, "run", "slow: what is 1234 * 902?")
+    seen, stdout, stderr = ctrl_c_mid_run(process)
+    agent_id = UUID.search(seen[0]).group(0)  # type: ignore[union-attr]
 
     assert process.returncode == 130, stdout + stderr
     assert f"cancelled agent {agent_id}" in stderr and "Traceback" not in stderr
@@ -198,11 +205,24 @@ def test_watch_follows_a_running_agent_live_and_cancel_ends_it(live_stack: LiveS
     assert_one_line_error(jarvis(live_stack, "cancel", agent_id), "already CANCELLED")
 
 
-def test_tools_lists_the_built_in_tools(live_stack: LiveStack) -> None:
+def test_ctrl_c_during_watch_stops_watching_quietly_and_the_agent_goes_on(live_stack: LiveStack) -> None:
+    agent_id = detach(live_stack, "slow: watch me, then stop watching")
+    watcher = spawn(live_stack, "watch", agent_id)
+    _, stdout, stderr = ctrl_c_mid_run(watcher)
+
+    assert watcher.returncode == 130, stdout + stderr
+    assert stderr.strip() == "", stderr  # no "error: aborted": stopping is not a failure
+    assert agent(live_stack, agent_id, wait_s=30)["status"] == "COMPLETED"
+
+
+def test_tools_lists_the_built_in_tools_and_where_each_comes_from(live_stack: LiveStack) -> None:
     result = jarvis(live_stack, "tools")
     assert result.returncode == 0, result.stderr
-    names = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    header, *rows = result.stdout.splitlines()
+    assert header.split() == ["NAME", "SOURCE", "DESCRIPTION"]
+    names = [line.split()[0] for line in rows]
     assert names == ["calculate", "getTime", "getWeather", "search"]
+    assert [line.split()[1] for line in rows] == ["builtin"] * 4
     tools = json.loads(jarvis(live_stack, "tools", "--json").stdout)["tools"]
     assert {t["name"] for t in tools} == set(names) and all(t["description"] for t in tools)
 
@@ -249,11 +269,15 @@ def test_bad_requests_are_one_line(live_stack: LiveStack, tmp_path) -> None:
     assert_one_line_error(no_key, "no API key")
 
 
-def test_the_key_saved_by_up_is_used_when_no_key_is_set(live_stack: LiveStack, tmp_path) -> None:
+def test_the_key_and_url_saved_by_up_are_used_when_none_is_set(live_stack: LiveStack, tmp_path) -> None:
     (tmp_path / "api_key").write_text(live_stack.api_key + "\n")
+    (tmp_path / "api_url").write_text(live_stack.url + "\n")  # `up --port P` on another port
     result = subprocess.run(
         [*CLI, "tools"], check=False, capture_output=True, text=True, timeout=30,
-        env=cli_env(JARVIS_URL=live_stack.url, JARVIS_DATA_DIR=str(tmp_path)),
+        env=cli_env(JARVIS_DATA_DIR=str(tmp_path)),
     )
     assert result.returncode == 0, result.stderr
     assert "calculate" in result.stdout
+    elsewhere = f"http://127.0.0.1:{free_port()}"  # JARVIS_URL, when set, still wins
+    assert_one_line_error(jarvis(live_stack, "tools", JARVIS_URL=elsewhere, JARVIS_DATA_DIR=str(tmp_path)),
+                          elsewhere)

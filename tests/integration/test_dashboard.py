@@ -5,6 +5,7 @@ losing or repeating a step, cancel, and stay usable on a 375 px wide phone."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, missing
-from tests.support.live_stack import LiveStack
+from tests.support.live_stack import KNOWN_MODEL, LiveStack
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
@@ -109,9 +110,13 @@ def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_st
     expect(act.locator(".step-tool")).to_have_text("calculate")
     expect(act.locator(".step-input")).to_have_text("1234 * 902")
     expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
+    # The step count goes up while it runs, in the header and in the list.
+    expect(page.locator("#agent-meta")).to_contain_text(re.compile(r"· 1 step( ·|$)"))
+    expect(page.locator(f".agent-row[data-id='{agent_id}'] .meta")).to_contain_text("1 step ·")
     expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068")
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
     expect(page.locator(f".agent-row[data-id='{agent_id}']")).to_have_attribute("data-status", "COMPLETED")
+    expect(page.locator(f".agent-row[data-id='{agent_id}'] .meta")).to_contain_text("2 steps ·")
     expect(page.locator("#agent-final")).to_contain_text("1113068")
     expect(page.locator("#cancel")).to_be_hidden()
     assert [page.locator(f".step[data-seq='{n}']").get_attribute("data-type") for n in range(1, 6)] == [
@@ -161,6 +166,56 @@ def test_sign_in_start_watch_live_follow_reconnect_and_cancel(page: Any, live_st
     page.click("#sign-out")
     expect(page.locator("#sign-in-view")).to_be_visible()
     assert page.evaluate("localStorage.getItem('jarvis.apiKey')") is None
+
+
+def test_the_form_chooses_the_model_and_the_tools(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    expect(page.locator("#model")).to_have_value(KNOWN_MODEL)  # the server's default, filled in
+    page.click("#tools-summary")
+    boxes = page.locator("#tools input[type=checkbox]")
+    expect(boxes).to_have_count(4)
+    for name in ("getTime", "getWeather", "search"):
+        page.uncheck(f"#tools input[value='{name}']")
+    expect(page.locator("#tools-summary")).to_have_text("Tools: 1 of 4")
+    page.fill("#model", "llama3.2")
+    agent_id = start(page, "What is 1234 * 902, on another model?")
+    expect(page.locator(".step[data-type='FINAL']")).to_contain_text("1113068")
+    expect(page.locator("#agent-meta")).to_contain_text("llama3.2")
+    with live_stack.api.client(live_stack.api_key) as http:
+        agent = http.get(f"/api/v1/agents/{agent_id}").json()
+    assert (agent["model"], agent["tools"]) == ("llama3.2", ["calculate"])
+
+
+def test_a_failed_agents_error_is_shown_once(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    start(page, "What is 1234 * 902, in one step?", max_steps=1)  # the answer needs two
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "FAILED")
+    error = page.locator(".step[data-type='ERROR'] .step-body")
+    expect(error).to_contain_text("step")
+    expect(page.locator("#agent-meta")).to_contain_text(re.compile(r"max steps · [0-9.]+ s$"))  # re-read
+    assert page.locator("#agent-view").inner_text().count(error.inner_text()) == 1
+    expect(page.locator("#agent-failure")).to_be_hidden()
+
+
+def test_a_status_change_during_the_rows_fetch_is_not_lost(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    with live_stack.api.client(live_stack.api_key) as http:
+        marker = http.post("/api/v1/agents", json={"goal": "slow: a marker"}).json()["id"]
+        expect(page.locator(f".agent-row[data-id='{marker}']")).to_be_visible()
+        # From now on the page's read of an agent it does not know yet answers late: with
+        # the agent as it was when created, after every change of it has been announced.
+        held: list[Any] = []
+        page.route(re.compile(r"/api/v1/agents/[0-9a-f-]{36}$"), lambda route: held.append(route))
+        created = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902, quickly?"}).json()
+        assert http.get(f"/api/v1/agents/{created['id']}", params={"wait": 30}).json()["status"] == "COMPLETED"
+        # Announced after the other's changes: once the page shows it, it has seen them all.
+        assert http.delete(f"/api/v1/agents/{marker}").status_code == 200
+        expect(page.locator(f".agent-row[data-id='{marker}']")).to_have_attribute("data-status", "CANCELLED")
+    assert len(held) == 1 and held[0].request.url.endswith(created["id"])
+    held[0].fulfill(status=200, content_type="application/json", body=json.dumps(created))
+    row = page.locator(f".agent-row[data-id='{created['id']}']")
+    expect(row).to_have_attribute("data-status", "COMPLETED")  # not the PENDING it was read as
+    expect(row.locator(".meta")).to_contain_text("2 steps")
 
 
 def test_a_phone_sized_screen_shows_one_column_without_sideways_scrolling(

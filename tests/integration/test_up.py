@@ -5,11 +5,20 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from jarvis_agents.cli.local_stack import model_advice
+from jarvis_agents.config import Settings
+from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.store import open_repository
 from tests.conftest import ROOT, Process, cli_env, free_port
 from tests.faults.conftest import CALC
 from tests.support.api_server import wait_until
@@ -46,11 +55,12 @@ def test_up_runs_an_agent_end_to_end_and_stops_cleanly(tmp_path: Path, fake_olla
         key = re.search(r"API key \(saved to .*\): (\S+)", output)
         assert key is not None and (data_dir / "api_key").read_text().strip() == key.group(1)
         assert "Ollama is not reachable" not in output
-        # The CLI finds the saved key by itself.
+        # The worker's start-up lines (Celery's banner) are above the URL and the key.
+        assert output.index("celery@") < output.index("jarvis-agents is running")
+        # The CLI finds the saved key and URL by itself: no JARVIS_URL, another port than 8000.
         run = subprocess.run(
             [sys.executable, "-m", "jarvis_agents.cli", "run", "What is 1234 * 902?"],
-            env={**env, "JARVIS_URL": f"http://127.0.0.1:{port}"}, cwd=ROOT,
-            check=False, capture_output=True, text=True, timeout=60)
+            env=env, cwd=ROOT, check=False, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stdout + run.stderr
         assert "calculate" in run.stdout and "1113068" in run.stdout
         assert "COMPLETED" in run.stdout and "Traceback" not in run.stderr
@@ -76,3 +86,79 @@ def test_up_explains_a_missing_ollama(tmp_path: Path) -> None:
         os.kill(up.proc.pid, signal.SIGINT)
         assert up.proc.wait(40) == 0
         up.stop()
+
+
+def test_a_busy_port_is_said_before_anything_starts(tmp_path: Path) -> None:
+    data_dir = tmp_path / "jarvis-data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "jarvis_agents.cli", "up", "--port", str(port)],
+            env=cli_env(JARVIS_DATA_DIR=str(data_dir)), cwd=ROOT, check=False,
+            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: port {port} on 127.0.0.1 is already in use"), line
+    assert "jarvis-agents up --port " in line
+    assert not (data_dir / "jarvis.db").exists()  # no database made, no worker started on it
+
+
+def test_ctrl_c_says_what_it_waits_for_and_a_second_one_hands_the_agents_back(
+    tmp_path: Path, fake_ollama: Any
+) -> None:
+    released = threading.Event()
+    fake_ollama.responder = lambda request: released.wait(120) and "FINAL_ANSWER: late"
+    data_dir = tmp_path / "jarvis-data"
+    port = free_port()
+    env = cli_env(JARVIS_DATA_DIR=str(data_dir), OLLAMA_HOST=fake_ollama.url, JARVIS_MODEL="test-model",
+                  JARVIS_SHUTDOWN_GRACE="300")
+    up = Process([sys.executable, "-m", "jarvis_agents.cli", "up", "--port", str(port)], env,
+                 tmp_path / "up.log")
+    try:
+        up.wait_for("Press Ctrl-C", timeout_s=90)
+        key = (data_dir / "api_key").read_text().strip()
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"},
+                          timeout=30) as http:
+            ids = [http.post("/api/v1/agents", json={"goal": f"wait {n}"}).json()["id"] for n in (1, 2)]
+            wait_until(lambda: all(http.get(f"/api/v1/agents/{i}").json()["status"] == "RUNNING"
+                                   for i in ids), timeout_s=30)
+        os.kill(up.proc.pid, signal.SIGINT)
+        up.wait_for("waiting up to 300 s for 2 running agents", timeout_s=30)
+        os.kill(up.proc.pid, signal.SIGINT)  # not 300 s: now
+        code = up.proc.wait(60)
+    finally:
+        released.set()
+        up.stop()
+    assert code == 0, up.output()[-2000:]
+    assert "press Ctrl-C again to hand them back now" in up.output()
+    # Handed back: still RUNNING, owned by no worker, for the next start to resume at once.
+    store = open_repository(Settings.from_env({"JARVIS_DATA_DIR": str(data_dir)}), pool_size=1)
+    try:
+        for agent_id in ids:
+            agent = store.get(uuid.UUID(agent_id))
+            assert agent is not None and agent.status is AgentStatus.RUNNING
+            assert agent.heartbeat_at is None, "not handed back: it would wait to be found stale"
+    finally:
+        store.engine.dispose()
+    wait_until(lambda: processes_with(str(data_dir)) == [], timeout_s=5)
+
+
+def test_the_model_advice_follows_the_default_models_provider(tmp_path: Path, fake_ollama: Any) -> None:
+    no_server = f"http://127.0.0.1:{free_port()}"
+    openai_only = Settings.from_env({
+        "JARVIS_DATA_DIR": str(tmp_path), "OLLAMA_HOST": no_server,
+        "JARVIS_MODEL": "openai/test-model", "OPENAI_BASE_URL": f"{fake_ollama.url}/v1",
+    })
+    assert model_advice(openai_only) is None  # no word about an Ollama it does not use
+    fake_ollama.models = ["other-model"]
+    advice = model_advice(openai_only)
+    assert advice is not None and "Ollama" not in advice and "'test-model'" in advice
+    unconfigured = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path), "OLLAMA_HOST": no_server,
+                                      "JARVIS_PROVIDER": "openai"})
+    advice = model_advice(unconfigured)
+    assert advice is not None and "OPENAI_BASE_URL" in advice and "Ollama" not in advice
+    ollama_down = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path), "OLLAMA_HOST": no_server})
+    assert "Ollama is not reachable" in (model_advice(ollama_down) or "")

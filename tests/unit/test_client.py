@@ -225,13 +225,18 @@ def test_a_refused_stream_is_an_api_error() -> None:
 # --- configuration ------------------------------------------------------------------------
 
 
-def test_from_env_uses_the_url_and_key_or_the_key_saved_by_up(tmp_path: Path) -> None:
+def test_from_env_uses_the_url_and_key_or_those_saved_by_up(tmp_path: Path) -> None:
     jarvis = JarvisClient.from_env({"JARVIS_URL": "http://api.example:9000/", "JARVIS_API_KEY": "jrv_a"})
     assert jarvis.base_url == "http://api.example:9000"
     (tmp_path / "api_key").write_text("jrv_saved\n")
     saved = JarvisClient.from_env({"JARVIS_DATA_DIR": str(tmp_path)})
     assert saved.base_url == "http://127.0.0.1:8000"
     assert saved._http.headers["Authorization"] == "Bearer jrv_saved"
+    (tmp_path / "api_url").write_text("http://127.0.0.1:8123\n")  # `up --port 8123`
+    assert JarvisClient.from_env({"JARVIS_DATA_DIR": str(tmp_path)}).base_url == "http://127.0.0.1:8123"
+    assert JarvisClient.from_env(
+        {"JARVIS_DATA_DIR": str(tmp_path), "JARVIS_URL": "http://api.example:9000"}
+    ).base_url == "http://api.example:9000"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,86 @@
+// How agents and steps look: DOM only, no state of their own.
+
+import { $, el, formatTime, plural, span, text } from "./page.js";
+
+/** The agent list, newest first, reusing the rows already there. */
+export function renderAgentList(agents, { selected, onSelect }) {
+  const list = $("agents");
+  const sorted = [...agents].sort((a, b) => (b.created_at || "").localeCompare(a.created_at || ""));
+  const rows = new Map([...list.children].map((row) => [row.dataset.id, row]));
+  sorted.forEach((agent, index) => {
+    let row = rows.get(agent.id);
+    if (!row) row = newAgentRow(agent.id, onSelect);
+    rows.delete(agent.id);
+    fillAgentRow(row, agent, selected);
+    if (list.children[index] !== row) list.insertBefore(row, list.children[index] || null);
+  });
+  for (const stale of rows.values()) stale.remove();
+  $("agents-empty").hidden = sorted.length > 0;
+}
+
+function newAgentRow(id, onSelect) {
+  const row = document.createElement("li");
+  row.className = "agent-row";
+  row.dataset.id = id;
+  row.dataset.testid = "agent-row";
+  row.tabIndex = 0;
+  row.setAttribute("role", "button");
+  row.append(span("goal"), span("badge"), el("p", "meta"));
+  row.addEventListener("click", () => onSelect(id));
+  row.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      onSelect(id);
+    }
+  });
+  return row;
+}
+
+function fillAgentRow(row, agent, selected) {
+  row.dataset.status = agent.status;
+  row.setAttribute("aria-selected", String(selected === agent.id));
+  row.querySelector(".goal").textContent = agent.goal;
+  row.querySelector(".goal").title = agent.goal;
+  const badge = row.querySelector(".badge");
+  badge.textContent = agent.status;
+  badge.dataset.status = agent.status;
+  row.querySelector(".meta").textContent =
+    `${plural(agent.step_count || 0, "step")} · ${formatTime(agent.created_at)}`;
+}
+
+/** Show a step event in the steps list, in seq order whatever order events arrive in. */
+export function addStep(data) {
+  const type = String(data.type || "").toUpperCase();
+  const parts = [];
+  if (type === "ACT") {
+    parts.push(span("step-tool", data.tool || "?"), el("code", "step-input", data.content));
+  } else if (type === "OBSERVE" && data.tool) {
+    parts.push(span("step-tool", `${data.tool} →`), text(data.content));
+  } else {
+    parts.push(text(data.content));
+  }
+  const item = stepItem(type, data.seq, parts);
+  const after = [...$("steps").children].find((li) => Number(li.dataset.seq) > data.seq);
+  $("steps").insertBefore(item, after || null);
+}
+
+export function stepItem(type, seq, parts) {
+  const item = el("li", "step");
+  item.dataset.type = type;
+  item.dataset.testid = "step";
+  const label = el("div", "step-label", type);
+  if (seq !== null && seq !== undefined) {
+    item.dataset.seq = String(seq);
+    label.append(span("seq", `#${seq}`));
+  }
+  const body = el("div", "step-body");
+  body.append(...parts);
+  item.append(label, body);
+  return item;
+}
+
+/** Whether an ERROR step already shows this text (the executor writes a failure as one). */
+export function errorStepShows(message) {
+  return [...$("steps").querySelectorAll('.step[data-type="ERROR"] .step-body')]
+    .some((body) => body.textContent.trim() === message.trim());
+}
