@@ -84,6 +84,7 @@ class AgentRunner:
         self._running: dict[tuple[uuid.UUID, int], _Run] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._shutting_down = threading.Event()  # from the first shutdown signal on
         self._threads: list[threading.Thread] = []
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
         # The cancel listener: whether it is subscribed, how often it (re)connected,
@@ -97,6 +98,12 @@ class AgentRunner:
     def run(self, agent_id: uuid.UUID, *, task_id: str | None = None,
             is_revoked: Callable[[], bool] = lambda: False) -> None:
         """Run the agent if this call may own it; a no-op for a duplicate delivery."""
+        if self._shutting_down.is_set():
+            # Celery can still hand over a message its consumer had in flight when the
+            # shutdown began. Starting the agent would only hand it back (an attempt
+            # spent for nothing); it goes back on the queue untouched instead.
+            self._requeue(agent_id, task_id)
+            return
         # The claim first: it is the common case, and its compare-and-set needs no
         # read before it. Only when it fails does the agent's status say why.
         agent = self.store.claim(agent_id, task_id=task_id)
@@ -135,6 +142,7 @@ class AgentRunner:
 
     def begin_shutdown(self, grace_s: float) -> None:
         """Let running agents finish for `grace_s`, then stop them and hand them back."""
+        self._shutting_down.set()
         timer = threading.Timer(grace_s, self._stop_all)
         timer.daemon = True
         timer.start()
@@ -145,6 +153,15 @@ class AgentRunner:
             signals = [run.signal for run in self._running.values()]
         for signal in signals:
             signal.wake()
+
+    def _requeue(self, agent_id: uuid.UUID, task_id: str | None) -> None:
+        try:
+            self.dispatcher.enqueue(agent_id, task_id=task_id or str(agent_id))
+        except DependencyUnavailable as exc:  # the sweep queues it again
+            log.warning("agent %s not started as the worker stops, nor queued again: %s",
+                        agent_id, exc)
+            return
+        log.info("agent %s not started as the worker stops; queued again", agent_id)
 
     def _hand_back(self, agent: Agent) -> None:
         """Release the agent (not a lost worker: nothing is counted) and queue it again."""

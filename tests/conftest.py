@@ -5,6 +5,7 @@ A missing service skips its tests locally and fails them in CI (CI=true).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import secrets
@@ -189,6 +190,25 @@ def cli_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def _descendants(pid: int) -> list[int]:
+    """The pids below `pid` in the process tree (Linux: read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
 class Process:
     """A child process of the test, with its output in a file for diagnostics."""
 
@@ -214,8 +234,18 @@ class Process:
         raise AssertionError(f"{text!r} not seen within {timeout_s} s:\n{self.output()[-3000:]}")
 
     def signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
+        """Send `sig` as a terminal or a service manager would: to the process group.
+        SIGKILL stands for the machine dying, so it reaches every descendant too (the
+        worker's Celery process has a process group of its own: workers.main)."""
+        import signal
+
+        if self.proc.poll() is not None:
+            return
+        victims = _descendants(self.proc.pid) if sig == signal.SIGKILL else []
+        os.killpg(self.proc.pid, sig)
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def stop(self, timeout_s: float = 15) -> None:
         import signal

@@ -50,7 +50,10 @@ def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: 
     backoff_s = 1.0
     while True:
         started = time.monotonic()
-        child = subprocess.Popen(args)
+        # A process group of its own: a signal sent to ours (a terminal's Ctrl-C, a
+        # killpg) reaches the child once, through `forward`, not twice; a second one
+        # would cut the shutdown's grace period to nothing.
+        child = subprocess.Popen(args, process_group=0)
         code = child.wait()
         if stopping or code == FATAL:
             return code
@@ -113,6 +116,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
                  runner.active(), grace_s)
         runner.begin_shutdown(grace_s)
 
+    _stop_when_orphaned()
     try:
         app.worker_main([
             "worker", f"--loglevel={loglevel}", "--pool=threads",
@@ -122,6 +126,23 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     finally:
         gc.unfreeze()  # see freeze_start_up_objects
         components.close()
+
+
+def _stop_when_orphaned(poll_s: float = 1.0) -> None:
+    """Stop warmly if the supervisor dies (SIGKILL): the child has a process group of
+    its own, so nothing else would reach it."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        log.warning("the supervisor is gone; shutting down")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="jarvis-orphan-watch", daemon=True).start()
 
 
 if __name__ == "__main__":
