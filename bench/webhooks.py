@@ -225,7 +225,9 @@ def target(w: dict[str, Any]) -> tuple[str, str, bool | None]:
         f"{num(cost, 1)} % ({num(med(w['runs'], 'webhooks_agents_per_s'))} vs "
         f"{num(med(w['runs'], 'plain_agents_per_s'))} agents/s, ratio {num(ratio, 3)}; CPU "
         f"per agent × {num(cpu, 3)}, × {num(med(w['runs'], 'ours_cpu_ratio'), 3)} without the "
-        "receiver's)"
+        f"receiver's; of that, the floor of one signed POST is "
+        f"{num(med(w['runs'], 'floor_share') * 100, 1)} % and the outbox's own × "
+        f"{num(med(w['runs'], 'outbox_cpu_ratio'), 3)})"
     )
     label = ("a webhook on every agent costs < 5 % of agents/s (same run without webhooks; "
              f"{processes(w['workers'])}; issue 18)")
