@@ -85,7 +85,7 @@ def _once(stack: Stack, worker: Process, users: list[User], listener: StatusList
     done = threading.Event()
 
     def sample() -> None:  # the peak of the worker's memory, and of the agents it ran
-        counted = 0.0
+        counted = -math.inf
         while not done.wait(0.1):
             peak["rss"] = max(peak["rss"], _worker_rss(worker))
             if time.monotonic() - counted >= 1.0:  # a count costs PostgreSQL: once a second
