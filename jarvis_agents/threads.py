@@ -102,8 +102,26 @@ def with_context(messages: list[ChatMessage], context: Mapping[str, Any] | None)
     if not context or not context.get("messages"):
         return messages
     at = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
-    earlier = [ChatMessage(role=m["role"], content=m["content"]) for m in context["messages"]]
-    return [*messages[:at], *earlier, *messages[at:]]
+    return [*messages[:at], *_earlier(context), *messages[at:]]
+
+
+# The turns as messages, per stored context: an agent's context is one object for its
+# whole run, and its iterations need not build the same messages again (40 of them in a
+# thread of 20 turns). Bounded; an entry keeps its context alive, so an id is never reused
+# for another context while it is here.
+_MESSAGES: dict[int, tuple[Mapping[str, Any], tuple[ChatMessage, ...]]] = {}
+_MESSAGES_MAX = 1024
+
+
+def _earlier(context: Mapping[str, Any]) -> tuple[ChatMessage, ...]:
+    cached = _MESSAGES.get(id(context))
+    if cached is not None and cached[0] is context:
+        return cached[1]
+    built = tuple(ChatMessage(role=m["role"], content=m["content"]) for m in context["messages"])
+    if len(_MESSAGES) >= _MESSAGES_MAX:
+        _MESSAGES.clear()
+    _MESSAGES[id(context)] = (context, built)
+    return built
 
 
 def fork_points(steps: Sequence[Step]) -> list[int]:
