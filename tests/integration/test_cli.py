@@ -21,6 +21,14 @@ pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtur
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 CLI = [sys.executable, "-m", "jarvis_agents.cli"]
+# What `run` prints of the calculator agent's steps.
+CALC_LINES = [
+    "THINK    I need to compute",
+    "ACT      calculate(1234 * 902)",
+    "OBSERVE  calculate → 1113068",
+    "THINK    done",
+    "FINAL    1113068",
+]
 
 
 def jarvis(stack: LiveStack, *args: str, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -85,13 +93,7 @@ def test_run_shows_thoughts_tool_call_observation_answer_and_time(live_stack: Li
     assert result.stderr == ""
     lines = result.stdout.splitlines()
     assert UUID.search(lines[0]) and lines[0].startswith("agent ")
-    assert lines[1:6] == [
-        "THINK    I need to compute",
-        "ACT      calculate(1234 * 902)",
-        "OBSERVE  calculate → 1113068",
-        "THINK    done",
-        "FINAL    1113068",
-    ]
+    assert lines[1:6] == CALC_LINES
     assert re.fullmatch(r"COMPLETED in \d+\.\d s, 2 steps", lines[6]), lines
     assert len(lines) == 7
 
@@ -310,13 +312,7 @@ def test_run_continue_and_thread_ask_follow_ups_and_fork_re_runs_from_a_step(liv
     assert forked.returncode == 0, forked.stdout + forked.stderr
     lines = forked.stdout.splitlines()
     assert f"forked from {first_id} after step 3" in lines[0]
-    assert lines[1:6] == [
-        "THINK    I need to compute",
-        "ACT      calculate(1234 * 902)",
-        "OBSERVE  calculate → 1113068",
-        "THINK    done",
-        "FINAL    1113068",
-    ]
+    assert lines[1:6] == CALC_LINES
 
     assert_one_line_error(jarvis(live_stack, "run", "--thread", "nope", "hi"), "`thread_id` must be a UUID")
     assert_one_line_error(jarvis(live_stack, "fork", first_id, "--after", "2"),

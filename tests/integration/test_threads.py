@@ -25,23 +25,13 @@ from jarvis_agents.service import AgentService, CreateRequest, ForkRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.threads import is_thread_taken
 from jarvis_agents.tools.registry import ToolRegistry
+from tests.support.dispatchers import NoQueue
 
 ADD = "THOUGHT: add them\nACTION: calculate\nINPUT: {}"
 
 
 def answer(text: str) -> str:
     return f"THOUGHT: done\nFINAL_ANSWER: {text}"
-
-
-class NoQueue:
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        return None
-
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        pass
-
-    def revoke(self, task_ids: object) -> None:
-        pass
 
 
 @dataclass
