@@ -221,6 +221,8 @@ class AgentService:
             agent, task_id=str(agent.id), parent_id=original.id, forked_from_id=original.id,
             forked_from_seq=request.after_seq, context=original.context, step_count=iterations,
         )
+        # `mode` is validated at the door; an agent carries one once native tool calling
+        # (issue 20's `mode`) is merged, and then a fork sets it.
         if request.mode is not None and "mode" in {f.name for f in fields(Agent)}:
             agent = replace(agent, mode=request.mode)  # type: ignore[call-arg]
         self.threads.insert_fork(agent, copied, max_active=self.settings.max_active_per_user)
