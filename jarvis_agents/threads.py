@@ -12,6 +12,7 @@ the agent JSON's `context.left_out`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,24 @@ class Turn:
         return len(self.goal) + len(self.answer)
 
 
-def turn_of(agent: Agent, steps: Sequence[Step] = ()) -> Turn:
+@dataclass(frozen=True)
+class Earlier:
+    """An agent of a thread as a follow-up needs it: no more is read of each (an agent's
+    own stored context may be as long as the budget)."""
+
+    id: uuid.UUID
+    status: AgentStatus
+    goal: str
+    final_answer: str | None = None
+    error: str | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status.is_terminal
+
+
+def turn_of(agent: Agent | Earlier, steps: Sequence[Step] = ()) -> Turn:
     """The turn an ended agent gives its thread. A COMPLETED one its final answer; a
     FAILED or CANCELLED one says so, with what its observations had found (`steps`)."""
     if agent.status is AgentStatus.COMPLETED and agent.final_answer is not None:

@@ -15,9 +15,10 @@ from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.errors import RateLimited
-from jarvis_agents.lifecycle import ACTIVE, Agent, Step
+from jarvis_agents.lifecycle import ACTIVE, Agent, AgentStatus, Step
 from jarvis_agents.store.models import AgentRow, StepRow, UserRow
 from jarvis_agents.store.repository import Repository, _agent_values, _step_values
+from jarvis_agents.threads import Earlier
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
@@ -43,17 +44,17 @@ class ThreadStore:
     def engine(self) -> Engine:
         return self.repository.engine
 
-    def agents_of_thread(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> list[Agent]:
+    def agents_of_thread(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> list[Earlier]:
         """The user's agents of the thread, oldest first; [] for an unknown or another
         user's thread."""
         with self.engine.connect() as conn:
-            ids = conn.execute(
-                select(agents.c.id)
+            rows = conn.execute(
+                select(agents.c.id, agents.c.status, agents.c.goal, agents.c.final_answer,
+                       agents.c.error, agents.c.idempotency_key)
                 .where(agents.c.user_id == user_id, agents.c.thread_id == thread_id)
                 .order_by(agents.c.created_at, agents.c.id)
-            ).scalars().all()
-        order = {agent_id: i for i, agent_id in enumerate(ids)}
-        return sorted(self.repository.get_many(list(ids)), key=lambda a: order[a.id])
+            ).mappings().all()
+        return [Earlier(**{**row, "status": AgentStatus(row["status"])}) for row in rows]
 
     def insert_fork(self, agent: Agent, steps: Sequence[Step], *, max_active: int | None) -> None:
         """Insert the PENDING fork and its copied steps in one transaction; RateLimited
