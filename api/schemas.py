@@ -45,6 +45,7 @@ CREATE_FIELDS = {
     "model": ("`model`", "a model's name without spaces, such as llama3.2 or openai/gpt-4o-mini"),
     "tools": ("`tools`", 'a list of tool names, such as ["calculate"] (GET /api/v1/tools lists them)'),
     "webhook_url": ("`webhook_url`", "an http(s) URL"),
+    "thread_id": ("`thread_id`", "the id of a thread (its first agent's id), a UUID"),
 }
 
 
@@ -97,6 +98,18 @@ class CreateAgent(BaseModel):
                           "the operator allows private ones."),
     ] = None
 
+    thread_id: Annotated[
+        Annotated[str, Field(json_schema_extra={"format": "uuid"})] | None,
+        Field(description="Continue this thread (its first agent's id): the model sees every "
+                          "earlier goal and answer of the thread first. Without it, the agent "
+                          "starts a thread of its own."),
+    ] = None
+
+    @field_validator("thread_id")
+    @classmethod
+    def _thread_is_uuid(cls, value: str | None) -> str | None:
+        return value if value is None else str(_uuid(value))
+
     @field_validator("goal")
     @classmethod
     def _goal_not_blank(cls, value: str) -> str:
@@ -135,10 +148,35 @@ class CreateAgent(BaseModel):
             model=self.model,
             tools=tuple(self.tools) if self.tools is not None else None,
             webhook_url=self.webhook_url,
+            thread_id=UUID(self.thread_id) if self.thread_id is not None else None,
         )
 
 
+def _uuid(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ValueError(f"must be a UUID such as 3f2c8a4e-…, not {value[:40]!r}") from None
+
+
 # --- responses (documentation) ---------------------------------------------------------
+
+
+class ForkedFrom(BaseModel):
+    model_config = ConfigDict(title="ForkedFrom")
+
+    agent_id: UUID
+    seq: int = Field(ge=0, description="Its steps 1..seq are copies of that agent's.")
+
+
+class Context(BaseModel):
+    """The earlier turns of its thread the model saw (JARVIS_CONTEXT_CHARS)."""
+
+    model_config = ConfigDict(title="Context")
+
+    turns: int = Field(ge=0, description="Earlier goals and answers given to the model.")
+    left_out: int = Field(ge=0, description="The oldest ones left out to fit the budget; the "
+                                            "model is told their goals in one short note.")
 
 
 class Agent(BaseModel):
@@ -162,6 +200,13 @@ class Agent(BaseModel):
     updated_at: datetime | None
     duration_ms: int | None
     stop_reason: StopReason | None = Field(description="null while PENDING or RUNNING.")
+    thread_id: UUID = Field(description="Its thread: its first agent's id (its own when it "
+                                        "starts one).")
+    parent_id: UUID | None = Field(description="The previous agent of its thread, or the agent "
+                                               "it was forked from.")
+    forked_from: ForkedFrom | None
+    context: Context | None = Field(description="What its thread gave its model; null when "
+                                                "nothing.")
 
 
 class AgentList(BaseModel):

@@ -60,6 +60,8 @@ class Settings:
     worker_metrics_port: int | None = None
     worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
     tool_output_max_chars: int = 4000
+    # What a thread's earlier goals and answers may take of an agent's prompt (threads.py).
+    context_chars: int = 16000
     webhook_secret: str | None = None
     webhook_allow_private: bool = False
     weather_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
@@ -135,6 +137,7 @@ class Settings:
                 env, "JARVIS_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, low=1, high=10000
             ),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
+            context_chars=_int(env, "JARVIS_CONTEXT_CHARS", 16000, low=500),
             webhook_secret=_webhook_secret(env.get("JARVIS_WEBHOOK_SECRET") or None),
             webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
             weather_geocoding_url=_url(

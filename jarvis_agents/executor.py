@@ -36,6 +36,7 @@ from jarvis_agents.lifecycle import (
 from jarvis_agents.llm.base import ChatModel, ChatRequest
 from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
+from jarvis_agents.threads import with_context
 from jarvis_agents.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class Executor:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
         # The tools as they are now: an MCP server's may have come, gone or changed.
-        messages = build_messages(agent.goal, tools.listed(), state.history)
+        messages = with_context(build_messages(agent.goal, tools.listed(), state.history), agent.context)
         began = time.monotonic()
         try:
             reply = self.model.complete(

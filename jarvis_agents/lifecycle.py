@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
+from typing import Any
 
 from jarvis_agents.errors import InvalidTransition
 
@@ -116,6 +118,13 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
+    thread_id: uuid.UUID | None = None
+    parent_id: uuid.UUID | None = None
+    forked_from_id: uuid.UUID | None = None
+    forked_from_seq: int | None = None
+    # What the thread's earlier agents give this one's model (jarvis_agents/threads.py).
+    context: Mapping[str, Any] | None = field(default=None, hash=False)
 
     @classmethod
     def new(
@@ -131,8 +140,10 @@ class Agent:
         request_hash: str | None = None,
     ) -> Agent:
         now = utcnow()
+        agent_id = uuid.uuid4()
         return cls(
-            id=uuid.uuid4(),
+            id=agent_id,
+            thread_id=agent_id,
             user_id=user_id,
             goal=goal,
             model=model,
@@ -205,6 +216,16 @@ class Agent:
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
         body["error"] = self.error if self.status is AgentStatus.FAILED else None
+        body["thread_id"] = str(self.thread_id or self.id)
+        body["parent_id"] = str(self.parent_id) if self.parent_id else None
+        body["forked_from"] = (
+            {"agent_id": str(self.forked_from_id), "seq": self.forked_from_seq}
+            if self.forked_from_id else None
+        )
+        body["context"] = (
+            {"turns": self.context.get("turns", 0), "left_out": self.context.get("left_out", 0)}
+            if self.context else None
+        )
         return body
 
 

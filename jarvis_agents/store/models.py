@@ -106,6 +106,13 @@ class AgentRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
+    # Conversations and forks (CONTRACT §8; store/threads.py). A thread's id is its first
+    # agent's id; `context` is what the thread's earlier agents give this one's model.
+    thread_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    forked_from_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    forked_from_seq: Mapped[int | None] = mapped_column(Integer)
+    context: Mapped[dict[str, object] | None] = mapped_column(JSON)
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),
@@ -143,6 +150,10 @@ class AgentRow(Base):
         Index("ix_agents_user_created", "user_id", "created_at", "id"),
         Index("ix_agents_status_heartbeat", "status", "heartbeat_at"),
         Index("ix_agents_user_status", "user_id", "status"),
+        Index("ix_agents_thread", "thread_id", "created_at"),
+        # One agent of a thread at a time: two racing creates leave one winner.
+        Index("uq_agents_one_active_per_thread", "thread_id", unique=True,
+              postgresql_where=text(f"NOT {TERMINAL_SQL}"), sqlite_where=text(f"NOT {TERMINAL_SQL}")),
     )
 
 

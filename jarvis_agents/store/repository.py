@@ -194,9 +194,12 @@ class Repository:
         status: AgentStatus | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        thread_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
+        if thread_id is not None:
+            query = query.where(agents.c.thread_id == thread_id)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:
@@ -502,6 +505,10 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "task_id": agent.task_id,
         "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
         "request_hash": agent.request_hash,
+        # Threads and forks (store/threads.py): a thread's id is its first agent's.
+        "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
+        "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
+        "context": agent.context,
     }
 
 
@@ -517,6 +524,9 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
         losses=row["losses"], task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
         idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
+        thread_id=row.get("thread_id"), parent_id=row.get("parent_id"),
+        forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
+        context=row.get("context"),
     )
 
 

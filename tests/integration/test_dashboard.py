@@ -212,3 +212,31 @@ def test_the_page_and_its_assets_need_no_key_and_forbid_foreign_scripts(live_sta
             response = http.get(f"/static/{asset}")
             assert response.status_code == 200 and media_type in response.headers["Content-Type"]
         assert http.get("/api/v1/agents").status_code == 401  # the data still needs the key
+
+
+def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    first = start(page, "Thread: what is 1234 * 902?")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    expect(page.locator("#thread")).to_be_hidden()  # a thread of one
+
+    page.fill("#follow-up-goal", "And what was that again?")
+    page.click("#ask")
+    expect(page.locator("#agent-goal")).to_have_text("And what was that again?")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    thread = page.locator(".thread-agent")
+    expect(thread).to_have_count(2)
+    expect(thread.nth(0)).to_contain_text("Thread: what is 1234 * 902?")
+    expect(thread.nth(0).locator(".thread-answer")).to_have_text("1113068")
+    expect(thread.nth(1)).to_have_attribute("aria-current", "true")
+
+    thread.nth(0).locator(".goal").click()
+    expect(page.locator("#agent-goal")).to_have_text("Thread: what is 1234 * 902?")
+    rerun = page.locator(".step[data-seq='3'] [data-testid='rerun']")
+    expect(rerun).to_be_visible()
+    expect(page.locator(".step[data-seq='1'] [data-testid='rerun']")).to_have_count(0)
+    rerun.click()
+    expect(page.locator("#agent-origin")).to_contain_text(f"Re-run of {first[:8]} from step #3")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
+    expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
