@@ -22,6 +22,7 @@ from api.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
     CreateAgent,
 )
+from jarvis_agents import tracing
 from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.service import CreateRequest
@@ -41,6 +42,12 @@ def create_request() -> tuple[CreateRequest, str | None]:
     except ValidationError as exc:
         raise RequestError(_describe(exc), code="invalid_request") from None
     return parsed.to_request(), idempotency_key()
+
+
+def traceparent() -> str | None:
+    """The trace a create joins (CONTRACT §10): the request's own span when the API
+    traces (it has honoured a `traceparent` header), else the header's; None: a new one."""
+    return tracing.create_traceparent(request.headers.get("traceparent"))
 
 
 def json_object() -> dict[str, object]:

@@ -162,6 +162,13 @@ class Agent(BaseModel):
     updated_at: datetime | None
     duration_ms: int | None
     stop_reason: StopReason | None = Field(description="null while PENDING or RUNNING.")
+    trace_id: str = Field(
+        pattern="^[0-9a-f]{32}$",
+        description="The agent's trace (W3C trace id, 32 hex digits): the create's, or the "
+                    "one its `traceparent` header named; every span of the agent is in it "
+                    "when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and it is given "
+                    "whether or not traces are exported.",
+    )
 
 
 class AgentList(BaseModel):

@@ -67,6 +67,9 @@ class Settings:
     searxng_url: str | None = None
     duckduckgo_url: str = "https://api.duckduckgo.com/"
     log_json: bool | None = None
+    # OTEL_EXPORTER_OTLP_ENDPOINT: tracing is on when set (jarvis_agents/tracing.py);
+    # OpenTelemetry reads the rest of its OTEL_* variables itself.
+    otel_endpoint: str | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
 
     @classmethod
@@ -146,6 +149,7 @@ class Settings:
             searxng_url=searxng_url,
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+            otel_endpoint=_otel_endpoint(env),
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
         )
 
@@ -231,6 +235,15 @@ def _webhook_secret(value: str | None) -> str | None:
                 "JARVIS_WEBHOOK_SECRET starts with whsec_ but the rest is not the key in "
                 "base64; give a whsec_ secret as issued, or a plain secret without the prefix"
             )
+    return value
+
+
+def _otel_endpoint(env: Mapping[str, str]) -> str | None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT, unless unset, blank or OTEL_SDK_DISABLED=true."""
+    value = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if not value or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    _check_url("OTEL_EXPORTER_OTLP_ENDPOINT", value, schemes={"http", "https"})
     return value
 
 

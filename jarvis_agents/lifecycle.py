@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from jarvis_agents.errors import InvalidTransition
+from jarvis_agents.trace_context import new_traceparent, trace_id_of
 
 
 class AgentStatus(str, Enum):
@@ -116,6 +117,9 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    # The W3C trace context the agent's spans continue (trace_context.py); None only
+    # for an agent created before it was kept.
+    traceparent: str | None = None
 
     @classmethod
     def new(
@@ -129,7 +133,9 @@ class Agent:
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        traceparent: str | None = None,
     ) -> Agent:
+        """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
         return cls(
             id=uuid.uuid4(),
@@ -143,7 +149,14 @@ class Agent:
             updated_at=now,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            traceparent=traceparent or new_traceparent(),
         )
+
+    @property
+    def trace_id(self) -> str:
+        """The agent's trace (32 hex digits); an agent older than its traceparent
+        column gets its id's, which no other agent has."""
+        return trace_id_of(self.traceparent) if self.traceparent else self.id.hex
 
     @property
     def is_terminal(self) -> bool:
@@ -201,6 +214,7 @@ class Agent:
             "updated_at": isoformat(self.updated_at),
             "duration_ms": self.duration_ms,
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "trace_id": self.trace_id,
         }
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None

@@ -106,6 +106,8 @@ class AgentRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
+    # The W3C trace context of the agent's trace (migration 0007): 55 characters.
+    traceparent: Mapped[str | None] = mapped_column(String(55))
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),

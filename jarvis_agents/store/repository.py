@@ -501,7 +501,7 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "completed_at": agent.completed_at, "attempt": agent.attempt, "losses": agent.losses,
         "task_id": agent.task_id,
         "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
-        "request_hash": agent.request_hash,
+        "request_hash": agent.request_hash, "traceparent": agent.traceparent,
     }
 
 
@@ -517,6 +517,7 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
         losses=row["losses"], task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
         idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
+        traceparent=row["traceparent"],
     )
 
 
