@@ -1,6 +1,6 @@
 """Tracing with OpenTelemetry: each agent is one trace, from its create to its last tool call.
 
-Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (`Settings.otel_endpoint`). Off, nothing
+Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (`Settings.otel_traces_url`). Off, nothing
 here imports OpenTelemetry, no wrapper is put around the engine's parts, and the one
 hook inside the loop (`iteration`) hands back a shared no-op context manager: the
 agent's trace context is still made and kept (trace_context.py), and that is all.
@@ -67,13 +67,14 @@ _NO_SPAN = contextlib.nullcontext()
 def configure(settings: Settings, *, service: str) -> bool:
     """Export this process's spans over OTLP/HTTP if `settings` says so; whether it does.
 
-    OpenTelemetry reads its own variables (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME,
+    Spans go to `settings.otel_traces_url`; OpenTelemetry reads its other variables
+    itself (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, OTEL_SERVICE_NAME,
     OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_BSP_*); `service` is the
     service name unless OTEL_SERVICE_NAME gives one. Once per process: a second call
     (another app in the same process) keeps the first provider.
     """
     global _tracer, _provider
-    if not settings.otel_endpoint:
+    if not settings.otel_traces_url:
         return False
     if _tracer is not None:
         return True
@@ -85,11 +86,11 @@ def configure(settings: Settings, *, service: str) -> bool:
 
     resource = Resource.create({SERVICE_NAME: service}).merge(OTELResourceDetector().detect())
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.otel_traces_url)))
     trace.set_tracer_provider(provider)
     _provider = provider
     _tracer = trace.get_tracer(TRACER_NAME)
-    log.info("tracing on: spans go to %s as %s", settings.otel_endpoint,
+    log.info("tracing on: spans go to %s as %s", settings.otel_traces_url,
              resource.attributes.get(SERVICE_NAME))
     return True
 

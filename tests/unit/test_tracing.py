@@ -79,11 +79,13 @@ def test_an_agent_older_than_its_traceparent_has_its_ids_hex_as_trace_id() -> No
 
 def test_tracing_is_on_only_with_an_otlp_endpoint(tmp_path: Path) -> None:
     base = {"JARVIS_DATA_DIR": str(tmp_path)}
-    assert Settings.from_env(base).otel_endpoint is None
-    assert Settings.from_env({**base, "OTEL_EXPORTER_OTLP_ENDPOINT": " "}).otel_endpoint is None
-    on = {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
-    assert Settings.from_env(on).otel_endpoint == "http://collector:4318"
-    assert Settings.from_env({**on, "OTEL_SDK_DISABLED": "true"}).otel_endpoint is None
+    assert Settings.from_env(base).otel_traces_url is None
+    assert Settings.from_env({**base, "OTEL_EXPORTER_OTLP_ENDPOINT": " "}).otel_traces_url is None
+    on = {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}
+    assert Settings.from_env(on).otel_traces_url == "http://collector:4318/v1/traces"
+    traces = {**on, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://traces.example/otlp"}
+    assert Settings.from_env(traces).otel_traces_url == "https://traces.example/otlp"
+    assert Settings.from_env({**on, "OTEL_SDK_DISABLED": "true"}).otel_traces_url is None
     with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
         Settings.from_env({**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"})
 
