@@ -6,7 +6,11 @@ The ReACT loop alone, in a process of its own: an instant scripted model, the
 `calculate` tool, the in-memory store and event bus, so the figure is the loop's
 own CPU per iteration and nothing else can hide a difference (a real worker adds
 ~1.5 ms of database write per iteration: bench.overhead). Each agent makes three
-tool iterations and a final one. Modes, run in turn round after round (medians):
+tool iterations and a final one. Each mode runs in a process of its own, kept for the
+whole measure and warmed up first; the processes take turns running a batch of agents
+(in the opposite order every other round), so a machine whose speed wanders (a shared
+one) slows them alike, and each mode's CPU per iteration is compared with `before`'s
+batch by batch (the median of the differences). The modes:
 
 - `before`: the loop of another source tree (`--before`, e.g. `git worktree add
   /tmp/before main`), which has no tracing at all;
@@ -70,14 +74,13 @@ def run(n):
         agent = Agent.new(user_id=uuid.uuid4(), goal="what is 12 * 7 + 1, over 5?", model="m", max_steps=10)
         assert executor.run(store.add(agent.with_running(attempt=1))).final_answer == "17"
 
-run(max(agents // 10, 5))  # warm-up
+run(max(agents, 50))  # warm-up
 flush()
-cpu, wall = time.process_time(), time.perf_counter()
-run(agents)
-flush()
-iterations = agents * len(script)
-print(json.dumps({"cpu_us": (time.process_time() - cpu) / iterations * 1e6,
-                  "wall_us": (time.perf_counter() - wall) / iterations * 1e6}))
+for line in sys.stdin:  # one batch per line
+    cpu = time.process_time()
+    run(agents)
+    flush()  # the export's CPU (the batch processor's thread) counts
+    print(json.dumps({"cpu_us": (time.process_time() - cpu) / (agents * len(script)) * 1e6}), flush=True)
 """
 
 
@@ -95,20 +98,30 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
-def measure(tree: Path, *, agents: int, endpoint: str = "") -> dict[str, float]:
-    done = subprocess.run(
+def start(tree: Path, *, agents: int, endpoint: str = "") -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(agents), endpoint, json.dumps(SCRIPT)],
         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=tree,
-        check=True, capture_output=True, text=True, timeout=600,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
-    return json.loads(done.stdout.splitlines()[-1])
+
+
+def batch(child: subprocess.Popen[str]) -> float:
+    """CPU µs per iteration of one batch in `child`."""
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write("run\n")
+    child.stdin.flush()
+    line = child.stdout.readline()
+    if not line:
+        raise RuntimeError(f"the bench process exited with code {child.wait()}")
+    return float(json.loads(line)["cpu_us"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="a source tree without tracing, for the A/B")
-    parser.add_argument("--agents", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--agents", type=int, default=100, help="agents per batch")
+    parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args(argv)
     sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=sink.serve_forever, daemon=True).start()
@@ -116,20 +129,28 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"off": (ROOT, ""), "on": (ROOT, endpoint)}
     if args.before:
         modes = {"before": (args.before.resolve(), ""), **modes}
-    figures: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
-    for round_ in range(args.rounds):
-        for mode, (tree, url) in modes.items():
-            figures[mode].append(measure(tree, agents=args.agents, endpoint=url))
-        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
-            f"{mode} {runs[-1]['cpu_us']:.1f}" for mode, runs in figures.items()), flush=True)
-    sink.shutdown()
-    print(f"\nper ReACT iteration, median of {args.rounds} rounds of {args.agents} agents "
-          f"x {len(SCRIPT)} iterations:")
-    print(f"{'mode':<8} {'CPU µs':>8} {'wall µs':>8}")
+    children = {mode: start(tree, agents=args.agents, endpoint=url) for mode, (tree, url) in modes.items()}
+    figures: dict[str, list[float]] = {mode: [] for mode in modes}
+    try:
+        for round_ in range(args.rounds):
+            order = list(children.items())
+            for mode, child in order[::-1] if round_ % 2 else order:  # neither always first
+                figures[mode].append(batch(child))
+    finally:
+        for child in children.values():
+            if child.stdin is not None:
+                child.stdin.close()
+            child.wait(timeout=30)
+        sink.shutdown()
+    print(f"CPU per ReACT iteration: {args.rounds} rounds of {args.agents} agents x "
+          f"{len(SCRIPT)} iterations per mode")
+    print(f"{'mode':<8} {'median µs':>10} {'min µs':>8} {'vs before, median of pairs':>28}")
     for mode, runs in figures.items():
-        cpu = statistics.median(r["cpu_us"] for r in runs)
-        wall = statistics.median(r["wall_us"] for r in runs)
-        print(f"{mode:<8} {cpu:>8.1f} {wall:>8.1f}")
+        paired = ""
+        if "before" in figures and mode != "before":
+            delta = statistics.median(b - a for a, b in zip(figures["before"], runs, strict=True))
+            paired = f"{delta:+.2f} µs"
+        print(f"{mode:<8} {statistics.median(runs):>10.1f} {min(runs):>8.1f} {paired:>28}")
     return 0
 
 
