@@ -6,6 +6,7 @@ still has its trace_id, and a create's traceparent still names it."""
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from tests.support.api_server import CALC_SCRIPT
+from tests.support.api_server import CALC_SCRIPT, wait_until
 from tests.support.fake_ollama import FakeOllama
 from tests.support.otlp_collector import OtlpCollector, ReceivedSpan
 
@@ -150,3 +151,40 @@ def test_without_tracing_the_agent_json_still_has_its_trace_id(shared_api):
     ids = [agent["trace_id"] for agent in own]
     assert all(re.fullmatch("[0-9a-f]{32}", trace_id) for trace_id in ids)
     assert len({*ids, CALLER_TRACE}) == 4  # each a new trace: a bad header is ignored
+
+
+def test_an_agent_resumed_after_its_worker_died_goes_on_in_its_trace(
+    api_env, start_api, start_worker, fake_ollama, collector,
+):
+    # The sweeper's enqueue carries no trace of the agent: the resumed attempt finds it
+    # in the agent's row, and links the task that ran it.
+    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    fake_ollama.latency_s = 1.0
+    env = {**traced(api_env, collector), "JARVIS_HEARTBEAT_STALE": "3"}
+    api = start_api(env)
+    first = start_worker(env)
+    with api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"},
+                          headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}).json()
+        steps = f"/api/v1/agents/{agent['id']}/steps"
+        wait_until(lambda: len(http.get(steps).json()["steps"]) >= 3)
+        first.signal(signal.SIGKILL)  # mid-way through its second model call
+        first.proc.wait(10)
+        start_worker(env)
+        done = http.get(f"/api/v1/agents/{agent['id']}", params={"wait": 40}).json()
+    assert done["status"] == "COMPLETED", done
+
+    def resumed(spans: list[ReceivedSpan]) -> bool:
+        return any(s.name == "invoke_agent" and s.attributes.get("jarvis.agent.attempt") == 2
+                   and s.attributes.get("jarvis.agent.status") == "COMPLETED" for s in spans)
+
+    spans = collector.wait_for(resumed)
+    create = next(s for s in spans if s.name == "POST /api/v1/agents" and s.trace_id == CALLER_TRACE)
+    attempt = next(s for s in spans if s.name == "invoke_agent" and s.attributes["jarvis.agent.attempt"] == 2)
+    assert (attempt.trace_id, attempt.parent_id) == (CALLER_TRACE, create.span_id)
+    (task_trace, task_span), = attempt.links
+    task = next(s for s in spans if s.span_id == task_span)
+    assert task.name == "run/jarvis.run_agent" and task_trace != CALLER_TRACE
+    iterations = [s for s in spans if s.name == "iteration" and s.parent_id == attempt.span_id]
+    assert [s.attributes["jarvis.step"] for s in iterations] == [1]
+    assert any(s.name.startswith("chat ") and s.parent_id == iterations[0].span_id for s in spans)
