@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import ModelError
-from jarvis_agents.llm.base import ChatModel, ChatReply, ChatRequest, OnDelta
+from jarvis_agents.llm.base import ChatModel, ChatReply, ChatRequest
 from jarvis_agents.trace_context import parse_traceparent
 
 if TYPE_CHECKING:
@@ -181,10 +181,8 @@ class TracedChatModel:
         self._tracer = tracer
         self._provider_of = provider_of
 
-    def complete(
-        self, request: ChatRequest, *, deadline: float, should_stop: Callable[[], bool],
-        on_delta: OnDelta | None = None,
-    ) -> ChatReply:
+    def complete(self, request: ChatRequest, **options: Any) -> ChatReply:
+        # The options (deadline, should_stop, on_delta …) pass through as they are.
         from opentelemetry.trace import SpanKind
 
         try:
@@ -196,8 +194,7 @@ class TracedChatModel:
             f"chat {name}", kind=SpanKind.CLIENT, attributes=attributes,
         ) as span:
             try:
-                reply = self._inner.complete(request, deadline=deadline, should_stop=should_stop,
-                                             on_delta=on_delta)
+                reply = self._inner.complete(request, **options)
             except Exception as exc:
                 span.set_attribute(ERROR_TYPE, type(exc).__name__)
                 raise
@@ -207,8 +204,8 @@ class TracedChatModel:
                 span.set_attribute(OUTPUT_TOKENS, reply.usage.output_tokens)
             return reply
 
-    def capabilities(self, model: str, *, deadline: float, should_stop: Callable[[], bool]) -> Any:
-        return self._inner.capabilities(model, deadline=deadline, should_stop=should_stop)
+    def capabilities(self, model: str, **options: Any) -> Any:
+        return self._inner.capabilities(model, **options)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -224,15 +221,13 @@ class TracedTools:
     def subset(self, names: Iterable[str] | None) -> TracedTools:
         return TracedTools(self._inner.subset(names), self._tracer)
 
-    def call_text(self, name: str, tool_input: str, *,
-                  should_stop: Callable[[], bool] | None = None) -> ToolResult:
+    def call_text(self, name: str, tool_input: str, **options: Any) -> ToolResult:
         with self._span(name) as span:
-            return _ended(span, self._inner.call_text(name, tool_input, should_stop=should_stop))
+            return _ended(span, self._inner.call_text(name, tool_input, **options))
 
-    def call(self, name: str, arguments: Mapping[str, Any], *,
-             should_stop: Callable[[], bool] | None = None) -> ToolResult:
+    def call(self, name: str, arguments: Mapping[str, Any], **options: Any) -> ToolResult:
         with self._span(name) as span:
-            return _ended(span, self._inner.call(name, arguments, should_stop=should_stop))
+            return _ended(span, self._inner.call(name, arguments, **options))
 
     def _span(self, name: str) -> contextlib.AbstractContextManager[Span]:
         tool = self._inner.get(name)
