@@ -9,6 +9,7 @@ import re
 import signal
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -56,6 +57,25 @@ def test_the_collector_decodes_what_the_real_exporter_sends(collector):
     assert (received_outer.kind, received_outer.service, received_outer.parent_id) == ("SERVER", "probe", "")
     assert inner.parent_id == received_outer.span_id and inner.trace_id == received_outer.trace_id
     assert inner.attributes == {"n": 3, "s": "x", "ok": True}
+
+
+def test_the_collector_takes_otlp_json_with_hex_ids(collector):
+    body = {"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "probe"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": CALLER_TRACE, "spanId": CALLER_SPAN, "parentSpanId": "", "name": "json",
+            "kind": 3, "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+            "attributes": [{"key": "gen_ai.usage.input_tokens", "value": {"intValue": "12"}}],
+        }]}],
+    }]}
+    answer = httpx.post(f"{collector.url}/v1/traces", json=body)
+    assert answer.status_code == 200, answer.text
+    (span,) = collector.spans
+    assert (span.trace_id, span.span_id, span.parent_id) == (CALLER_TRACE, CALLER_SPAN, "")
+    assert (span.name, span.kind, span.service) == ("json", "CLIENT", "probe")
+    assert span.attributes == {"gen_ai.usage.input_tokens": 12}
+    assert httpx.post(f"{collector.url}/v1/traces", content=b"x",
+                      headers={"Content-Type": "text/plain"}).status_code == 415
 
 
 def test_one_agent_is_one_trace_from_the_create_to_its_tool_call(
