@@ -24,7 +24,8 @@ MAX_PAGE = 100
 @bp.post("/agents")
 def create_agent() -> Response:
     request_, key = params.create_request()
-    agent, _created = ctx().service.create(current_user().id, request_, idempotency_key=key)
+    agent, _created = ctx().service.create(
+        current_user().id, request_, idempotency_key=key, traceparent=params.traceparent())
     # A repeat of an Idempotency-Key replays the first answer (202, the same agent),
     # as idempotent APIs do; `_created` only decides whether anything was enqueued.
     return agent_response(agent, 202)

@@ -86,6 +86,13 @@ IDEMPOTENCY_KEY = {
     "schema": {"type": "string", "minLength": 1, "maxLength": schemas.IDEMPOTENCY_KEY_MAX_CHARS,
                "pattern": schemas.IDEMPOTENCY_KEY_PATTERN},
 }
+TRACEPARENT = {
+    "name": "traceparent", "in": "header", "required": False,
+    "description": "A W3C trace context: the agent joins that trace (its `trace_id`), and with "
+                   "tracing on its spans are children of the caller's. One that is not valid is "
+                   "ignored, as W3C says, and the agent starts a trace of its own.",
+    "schema": {"type": "string"},
+}
 CREATE_BODY = {"required": True, "content": {JSON: {"schema": _ref("CreateAgent")}}}
 CREATE_ERRORS = {
     **BAD_REQUEST,
@@ -133,7 +140,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "post": {
                 "operationId": "createAgent", "tags": ["agents"],
                 "summary": "Create a PENDING agent and enqueue it.",
-                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
                 "responses": {
                     "202": _json("Agent", "Created and enqueued; or, for a repeat of an "
                                           "Idempotency-Key, the agent it created earlier "
@@ -166,7 +173,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "createAgentStream", "tags": ["events"],
                 "summary": "Create and enqueue an agent, then stream its events; closing the "
                            "connection cancels the agent within 5 s.",
-                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
                 "responses": {
                     "200": _sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),

@@ -24,6 +24,7 @@ from api.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
     CreateAgent,
 )
+from jarvis_agents import tracing
 from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.service import CreateRequest, ForkRequest
@@ -63,6 +64,12 @@ def query_thread_id() -> uuid.UUID | None:
     except ValueError:
         raise RequestError(f"`thread_id` must be a UUID, not {raw[:40]!r}",
                            code="invalid_thread_id") from None
+
+
+def traceparent() -> str | None:
+    """The trace a create joins (CONTRACT §10): the request's own span when the API
+    traces (it has honoured a `traceparent` header), else the header's; None: a new one."""
+    return tracing.create_traceparent(request.headers.get("traceparent"))
 
 
 def json_object() -> dict[str, object]:

@@ -207,6 +207,13 @@ class Agent(BaseModel):
     forked_from: ForkedFrom | None
     context: Context | None = Field(description="What its thread gave its model; null when "
                                                 "nothing.")
+    trace_id: str = Field(
+        pattern="^[0-9a-f]{32}$",
+        description="The agent's trace (W3C trace id, 32 hex digits): the create's, or the "
+                    "one its `traceparent` header named; every span of the agent is in it "
+                    "when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and it is given "
+                    "whether or not traces are exported.",
+    )
 
 
 class AgentList(BaseModel):

@@ -70,6 +70,10 @@ class Settings:
     searxng_url: str | None = None
     duckduckgo_url: str = "https://api.duckduckgo.com/"
     log_json: bool | None = None
+    # Where spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT
+    # + /v1/traces; None (tracing off) unless OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # (jarvis_agents/tracing.py). The exporter reads its other OTEL_* variables itself.
+    otel_traces_url: str | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
 
     @classmethod
@@ -150,6 +154,7 @@ class Settings:
             searxng_url=searxng_url,
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+            otel_traces_url=_otel_traces_url(env),
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
         )
 
@@ -236,6 +241,20 @@ def _webhook_secret(value: str | None) -> str | None:
                 "base64; give a whsec_ secret as issued, or a plain secret without the prefix"
             )
     return value
+
+
+def _otel_traces_url(env: Mapping[str, str]) -> str | None:
+    """The OTLP/HTTP traces URL, as OpenTelemetry derives it; None without
+    OTEL_EXPORTER_OTLP_ENDPOINT or with OTEL_SDK_DISABLED=true."""
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if not base or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    _check_url("OTEL_EXPORTER_OTLP_ENDPOINT", base, schemes={"http", "https"})
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        _check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces, schemes={"http", "https"})
+        return traces
+    return f"{base.rstrip('/')}/v1/traces"
 
 
 def _url(env: Mapping[str, str], name: str, default: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol
 
+from jarvis_agents import tracing
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
@@ -164,7 +165,8 @@ class Executor:
                         agent, state, StopReason.MAX_STEPS,
                         f"reached the step limit ({agent.max_steps}) without a final answer",
                     )
-                finished = self._iterate(agent, tools, state, deadline_at, should_stop)
+                with tracing.iteration(agent, state.next_step):
+                    finished = self._iterate(agent, tools, state, deadline_at, should_stop)
                 if finished is not None:
                     return finished
         except (Cancelled, StaleAttempt) as exc:

@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Any
 
 from jarvis_agents.errors import InvalidTransition
+from jarvis_agents.trace_context import new_traceparent, trace_id_of
 
 
 class AgentStatus(str, Enum):
@@ -125,6 +126,9 @@ class Agent:
     forked_from_seq: int | None = None
     # What the thread's earlier agents give this one's model (jarvis_agents/threads.py).
     context: Mapping[str, Any] | None = field(default=None, hash=False)
+    # The W3C trace context the agent's spans continue (trace_context.py); None only
+    # for an agent created before it was kept.
+    traceparent: str | None = None
 
     @classmethod
     def new(
@@ -138,7 +142,9 @@ class Agent:
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        traceparent: str | None = None,
     ) -> Agent:
+        """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
         agent_id = uuid.uuid4()
         return cls(
@@ -154,7 +160,14 @@ class Agent:
             updated_at=now,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            traceparent=traceparent or new_traceparent(),
         )
+
+    @property
+    def trace_id(self) -> str:
+        """The agent's trace (32 hex digits); an agent older than its traceparent
+        column gets its id's, which no other agent has."""
+        return trace_id_of(self.traceparent) if self.traceparent else self.id.hex
 
     @property
     def is_terminal(self) -> bool:
@@ -212,6 +225,7 @@ class Agent:
             "updated_at": isoformat(self.updated_at),
             "duration_ms": self.duration_ms,
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "trace_id": self.trace_id,
         }
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None

@@ -118,9 +118,13 @@ class AgentService:
         self.threads = ThreadStore(repository)
 
     def create(
-        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None
+        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Agent, bool]:
-        """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat."""
+        """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat.
+
+        `traceparent` is the trace the agent joins (the create request's); None starts one.
+        """
         tools = None
         if request.tools is not None:
             known = [(name, self.tool_names.canonical(name)) for name in request.tools]
@@ -143,6 +147,7 @@ class AgentService:
             webhook_url=request.webhook_url,
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
+            traceparent=traceparent,
         )
         agent = replace(agent, task_id=str(agent.id))
         if request.thread_id is not None:

@@ -113,6 +113,8 @@ class AgentRow(Base):
     forked_from_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     forked_from_seq: Mapped[int | None] = mapped_column(Integer)
     context: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    # The W3C trace context of the agent's trace (migration 0007): 55 characters.
+    traceparent: Mapped[str | None] = mapped_column(String(55))
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),

@@ -508,7 +508,7 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         # Threads and forks (store/threads.py): a thread's id is its first agent's.
         "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
         "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
-        "context": agent.context,
+        "context": agent.context, "traceparent": agent.traceparent,
     }
 
 
@@ -527,6 +527,7 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         thread_id=row.get("thread_id"), parent_id=row.get("parent_id"),
         forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
         context=row.get("context"),
+        traceparent=row["traceparent"],
     )
 
 

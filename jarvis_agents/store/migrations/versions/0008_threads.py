@@ -1,7 +1,7 @@
 """agents in threads, and forks: thread_id, parent_id, forked_from, the thread's context
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0007
 Create Date: 2026-12-02 11:40:00
 
 A thread's id is its first agent's id (CONTRACT §8): every existing agent starts a
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0008'
-down_revision = '0005'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 
