@@ -25,9 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from redis.exceptions import RedisError
-
-from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.lifecycle import Agent, Step, isoformat
 
 log = logging.getLogger(__name__)
@@ -62,18 +59,6 @@ def status_event(agent: Agent) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class QueuePush:
-    """A task message ready for a queue that is a Redis list: LPUSH `payload` onto `key`.
-
-    A dispatcher builds it (see `workers.celery_app.CeleryDispatcher.queue_push`) so
-    that the enqueue can ride in the same round trip as a status publish.
-    """
-
-    key: str
-    payload: str
-
-
-@dataclass(frozen=True)
 class Message:
     """One message as a subscriber sees it: `kind` is "step", "status" or "cancel"."""
 
@@ -85,8 +70,8 @@ class Message:
 class EventBus(Protocol):
     def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
         """Publish step events, then with `status` the agent's status; maybe in the background."""
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
-        """Publish a status change; with `push`, also queue that message (see RedisEventBus)."""
+    def publish_status(self, agent: Agent) -> None:
+        """Publish a status change (before this returns)."""
     def publish_cancel(self, agent_id: uuid.UUID) -> None: ...
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until what was published so far has been sent; False on timeout."""
@@ -128,26 +113,12 @@ class RedisEventBus:
                     sender = self._sender = _Sender(self.redis)
         return sender
 
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
-        """Publish a status change; with `push`, LPUSH it too, in the same round trip.
-
-        The Redis of this bus must be the broker's (one REDIS_URL for both). A publish
-        is best effort, a push is not: if the pipeline carrying a push fails, this
-        raises DependencyUnavailable. The client retries transient connection errors
-        first (redis-py's Retry, see `components.redis_client`); a retry may push the
-        message twice, which the claim's compare-and-set makes harmless.
-        """
+    def publish_status(self, agent: Agent) -> None:
+        """Publish a status change, on the agent's channel and its user's, in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for channel, payload in _status_messages(agent):
             pipe.publish(channel, payload)
-        if push is None:
-            self._send(pipe, agent.id)
-            return
-        pipe.lpush(push.key, push.payload)
-        try:
-            pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+        self._send(pipe, agent.id)
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         """Tell every worker to stop this agent now (they also see the Celery revoke)."""
@@ -167,7 +138,6 @@ class MemoryEventBus:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.pushes: list[QueuePush] = []  # what would have been queued, in order
         self._lock = threading.Lock()
         self._queues: list[queue.Queue[Message]] = []
 
@@ -189,12 +159,9 @@ class MemoryEventBus:
         if status:
             self.publish_status(agent)
 
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
+    def publish_status(self, agent: Agent) -> None:
         self._put(Message(AGENT_CHANNEL.format(agent.id), "status", status_event(agent)))
         self._put(Message(USER_CHANNEL.format(agent.user_id), "status", status_event(agent)))
-        if push is not None:
-            with self._lock:
-                self.pushes.append(push)
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         self._put(Message(CONTROL_CHANNEL, "cancel", {"agent_id": str(agent_id)}))
