@@ -307,9 +307,7 @@ class EventHub:
         with self._lock:
             subscribers = list(self._subscriptions.get(message.channel, ()))
         for subscription in subscribers:
-            writer = subscription.writer
-            if writer is None or not writer(message):
-                subscription.put(message)
+            subscription.deliver(message)
 
     def _broadcast(self, signal: Signal) -> None:
         with self._lock:

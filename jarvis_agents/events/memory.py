@@ -70,7 +70,7 @@ class MemoryEventBus:
                 return
             subscribers = list(self._subscriptions.get(message.channel, ()))
         for subscription in subscribers:
-            subscription.put(message)
+            subscription.deliver(message)
 
     def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
         for step in steps:

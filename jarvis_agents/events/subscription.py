@@ -98,6 +98,12 @@ class Subscription:
         """Whether live messages can arrive; when not, the record must be polled."""
         return self.source.connected
 
+    def deliver(self, message: Message) -> None:
+        """Hand a published message over: to the lent writer, else into the queue."""
+        writer = self.writer
+        if writer is None or not writer(message):
+            self.put(message)
+
     def put(self, item: Message | Signal) -> None:
         self.writer = None  # the consumer wakes: from here on it writes, in order
         if item is CLOSED:

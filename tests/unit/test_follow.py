@@ -4,6 +4,7 @@ end with the final status — and, as the API's streams rely on, never tell a st
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from jarvis_agents.events import (
     Ended,
     Follower,
     MemoryEventBus,
+    Message,
     StepEvent,
     follow,
     step_event,
@@ -177,3 +179,34 @@ def test_a_closing_bus_ends_the_iteration_without_an_end(run: Run) -> None:
     assert list(told) == []
     assert not follower.finished  # the agent goes on; a client resumes from its last seq
     assert run.bus.subscriber_count() == 0
+
+
+class Writer:
+    """A lent writer that takes the next step in sequence, as the API's SocketWriter does."""
+
+    def __init__(self) -> None:
+        self.last_seq = 0
+        self.wrote: list[int] = []
+
+    def __call__(self, message: Message) -> bool:
+        event = StepEvent.of_message(message)
+        if message.kind != "step" or event is None or event.seq != self.last_seq + 1:
+            return False
+        self.last_seq = event.seq
+        self.wrote.append(event.seq)
+        return True
+
+
+def test_steps_a_lent_writer_takes_are_not_told_again(run: Run) -> None:
+    writer = Writer()
+    run.step()
+    follower = follow(run.bus, run.store, run.agent.id, tick_s=1.0, writer=lambda: writer)
+    told = iter(follower)
+    assert seqs(told, 1) == [1]  # the replay is told; the writer is asked for after it
+    threading.Timer(0.1, run.step).start()  # while the follower waits: the writer takes it
+    deadline = time.monotonic() + 5
+    while follower.last_seq < 2:  # learnt from the writer when its wait ends
+        assert next(told) is IDLE and time.monotonic() < deadline
+    assert writer.wrote == [2]
+    run.end()  # a status is never the writer's: it wakes the follower, which ends
+    assert isinstance(next_told(told), Ended)
