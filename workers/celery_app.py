@@ -87,10 +87,14 @@ class CeleryDispatcher:
 
     def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str | None = None) -> None:
         """One `send_task`: one LPUSH onto the queue's Redis list."""
+        args = [str(agent_id)]
         try:
             self.app.send_task(
-                RUN_AGENT, args=[str(agent_id)], task_id=task_id, queue=queue or QUEUE,
+                RUN_AGENT, args=args, task_id=task_id, queue=queue or QUEUE,
                 retry=True, retry_policy=ENQUEUE_RETRY,
+                # What monitoring shows of the arguments, given: Celery's saferepr of
+                # them is a tenth of the send (~0.05 of ~0.45 ms of CPU).
+                argsrepr=repr(args), kwargsrepr="{}",
             )
         except (KombuOperationalError, OSError) as exc:
             raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
