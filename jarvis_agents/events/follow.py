@@ -155,6 +155,7 @@ class Follower:
 
     def close(self) -> None:
         self.subscription.close()
+        self._lend = None  # often a method of the caller, which holds this: no cycle left
 
     def __enter__(self) -> Self:
         return self
@@ -176,7 +177,8 @@ class Follower:
             self.close()
 
     def _live(self) -> Iterator[Told]:
-        writer = self._lend() if self._lend is not None else None
+        lend, self._lend = self._lend, None  # asked once; and no reference cycle kept
+        writer = lend() if lend is not None else None
         next_poll = time.monotonic() + self.poll_s
         # Followers opened together would wake together on every tick; a random first
         # wait spreads their ticks (and the callers' hang-up checks) out.
