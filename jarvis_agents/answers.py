@@ -57,7 +57,10 @@ def parse_answer(answer: str, schema: Mapping[str, Any]) -> tuple[Any, str | Non
         value = json.loads(text)
     except ValueError as exc:
         return None, f"the answer is not JSON ({exc})"
-    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    try:
+        error = best_match(Draft202012Validator(schema).iter_errors(value))
+    except Exception as exc:  # noqa: BLE001 - a `$ref` that resolves nowhere, …
+        return None, f"the answer could not be checked against the output schema: {exc}"
     if error is None:
         return value, None
     where = "/".join(str(p) for p in error.absolute_path)

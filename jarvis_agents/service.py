@@ -13,12 +13,12 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, QueuePush
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class CreateRequest:
     model: str | None = None
     tools: tuple[str, ...] | None = None
     webhook_url: str | None = None
+    mode: str | None = None
+    output_schema: dict[str, Any] | None = None
 
     def fingerprint(self) -> str:
         """A stable hash of the body, to tell a repeat from a different request."""
@@ -120,6 +122,8 @@ class AgentService:
             max_steps=request.max_steps or self.settings.max_steps,
             tools=tools,
             webhook_url=request.webhook_url,
+            mode=AgentMode(request.mode) if request.mode else AgentMode.AUTO,
+            output_schema=request.output_schema,
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
         )
