@@ -365,6 +365,8 @@ class StepEvent(BaseModel):
     content: str
     created_at: datetime | None = None
     duration_ms: int | None = None
+    call_id: str | None = Field(None, description="On `act` and `observe`: pairs a tool call "
+                                                  "with its result.")
 
 
 class EndEvent(BaseModel):

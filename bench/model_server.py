@@ -191,7 +191,9 @@ class Connection(asyncio.Protocol):
             if name in MODELS:
                 payload = {"modelfile": f"FROM {name}", "parameters": "",
                            "template": "{{ .Prompt }}", "details": {"format": "gguf"},
-                           "model_info": {}, "capabilities": ["completion", "tools"]}
+                           "model_info": {},
+                           # It speaks the text contract only: `auto` agents use react.
+                           "capabilities": ["completion"]}
                 self._send(_json(200, payload), close=close)
             else:
                 self._send(_json(404, {"error": f'model "{name}" not found'}), close=close)

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from redis.exceptions import RedisError
 
 from jarvis_agents.errors import DependencyUnavailable
-from jarvis_agents.lifecycle import Agent, Step, isoformat
+from jarvis_agents.lifecycle import Agent, Step, StepType, isoformat
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
         "content": step.content,
         "created_at": isoformat(step.created_at),
         "duration_ms": step.duration_ms,
+        "call_id": step.call_id if step.type in (StepType.ACT, StepType.OBSERVE) else None,
     }
 
 
