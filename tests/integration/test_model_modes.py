@@ -141,3 +141,17 @@ def test_a_typed_answer_that_never_validates_fails_invalid_output(
     done = run(repository, server, "ollama", tmp_path, mode=AgentMode.AUTO, schema=SCHEMA)
     assert done.status is AgentStatus.FAILED and done.stop_reason is StopReason.INVALID_OUTPUT
     assert done.output is None and server.call_count == 3
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_stream_dropped_mid_reply_is_asked_again_and_never_half_kept(
+    repository: Repository, server: FakeOllama, provider: str, tmp_path: Path
+) -> None:
+    server.responder = server.by_turn(NATIVE)
+    server.drop_next(1, after_chunks=2)
+    done = run(repository, server, provider, tmp_path, mode=AgentMode.NATIVE)
+    assert done.status is AgentStatus.COMPLETED and done.final_answer == "1113068 and 42"
+    assert server.call_count == 3  # the first reply twice: its stream was cut
+    steps = repository.steps_after(done.id)
+    assert [s.type for s in steps].count(StepType.ACT) == 2
+    assert done.usage.model_calls == 2
