@@ -165,6 +165,8 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("max_steps", agent.get("max_steps")),
         ("step_count", agent.get("step_count")),
         ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
+        ("mode", agent.get("mode")),
+        ("usage", _usage(agent.get("usage"))),
         ("created_at", local_time(agent.get("created_at"))),
         ("started_at", local_time(agent.get("started_at"))),
         ("completed_at", local_time(agent.get("completed_at"))),
@@ -179,6 +181,13 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         style = STATUS_STYLES.get(str(value), "") if name == "status" else ""
         line.append(str(value).replace("\n", "\n" + " " * 14), style=style)
         console.print(line)
+
+
+def _usage(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    return (f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out, "
+            f"{usage['model_calls']} model calls")
 
 
 def steps_list(console: Console, steps: Iterable[dict[str, Any]]) -> None:

@@ -26,18 +26,18 @@ from jarvis_agents.tools.registry import ToolRegistry
 
 
 class SlowWeather:
-    """A blocking tool (the default): it runs on its own thread."""
+    """A tool of a JSON-Schema input that blocks (the default): it runs on a thread."""
 
     name = "getWeather"
     description = "Current weather for a city."
-    input_hint = "a city name"
-
     def __init__(self) -> None:
+        self.input_schema = {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}
         self.calls: list[str] = []
 
-    def run(self, tool_input: str, *, context: ToolContext) -> str:
-        self.calls.append(tool_input)
-        return f"{tool_input}: sunny"
+    def run(self, arguments: dict[str, str], *, context: ToolContext) -> str:
+        self.calls.append(arguments["city"])
+        return f"{arguments['city']}: sunny"
 
 
 @pytest.fixture
@@ -70,8 +70,8 @@ def call(name: str, arguments: str, id: str) -> ToolCall:
 
 
 TWO_CALLS = ChatReply("Let me look.", "m", reasoning="Two cities.", usage=CallUsage(30, 7),
-                      tool_calls=(call("getWeather", '{"input": "Paris"}', "c1"),
-                                  call("getWeather", '{"input": "Tokyo"}', "c2")))
+                      tool_calls=(call("getWeather", '{"city": "Paris"}', "c1"),
+                                  call("getWeather", '{"city": "Tokyo"}', "c2")))
 DONE = ChatReply("Paris and Tokyo are sunny.", "m", usage=CallUsage(50, 9))
 
 
@@ -90,7 +90,7 @@ def test_auto_on_a_tool_capable_model_runs_native_with_pairs_and_usage(
         (0, "THINK", None), (0, "ACT", "c1"), (0, "ACT", "c2"), (0, "OBSERVE", "c1"),
         (0, "OBSERVE", "c2"), (1, "FINAL", None)]
     assert steps[0].content == "Two cities.\n\nLet me look." and steps[0].usage == Usage(30, 7, 1)
-    assert steps[1].content == '{"input": "Paris"}' and steps[3].content == "Paris: sunny"
+    assert steps[1].content == '{"city": "Paris"}' and steps[3].content == "Paris: sunny"
     assert sorted(weather.calls) == ["Paris", "Tokyo"]
     assert steps[5].usage == Usage(50, 9, 1) and steps[3].usage is None
     # The second request: the tools as functions, the assistant's calls, one tool message each.
