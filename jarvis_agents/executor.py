@@ -170,6 +170,10 @@ class Executor:
             try:
                 agent = self._settle(agent, deadline_at, should_stop)
             except StepTimeout:
+                if utcnow() >= deadline_at:
+                    return self._fail(agent, state, StopReason.TOTAL_TIMEOUT,
+                                      f"the agent ran out of time: the total timeout of "
+                                      f"{self.limits.total_timeout_s:g} s has passed")
                 return self._fail(agent, state, StopReason.STEP_TIMEOUT,
                                   f"the model's server did not say within the step timeout of "
                                   f"{self.limits.step_timeout_s:g} s what {agent.model} supports")
