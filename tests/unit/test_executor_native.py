@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from jarvis_agents.config import Settings
 from jarvis_agents.events import MemoryEventBus
@@ -18,6 +19,7 @@ from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, StepType, Sto
 from jarvis_agents.llm.base import ChatReply, ToolCall
 from jarvis_agents.llm.base import Usage as CallUsage
 from jarvis_agents.llm.scripted import ScriptedChatModel, by_turn
+from jarvis_agents.metrics import PrometheusTimings
 from jarvis_agents.native.strategy import NativeStrategy
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.base import ToolContext
@@ -193,3 +195,18 @@ def test_structured_output_goes_to_the_provider_when_no_tool_is_offered(tmp_path
         done = executor(store, model, none).run(start(store, schema=SCHEMA))
     assert done is not None and done.output == {"temp": 3}
     assert model.requests[0].output_schema == SCHEMA
+
+
+def test_tokens_are_counted_by_model_and_direction(tools: ToolRegistry) -> None:
+    def counted(direction: str) -> float:
+        return REGISTRY.get_sample_value(
+            "jarvis_model_tokens_total", {"model": "m-tokens", "direction": direction}) or 0.0
+
+    before = counted("input"), counted("output")
+    store = MemoryStore()
+    agent = store.add(Agent.new(user_id=uuid.uuid4(), goal="g", model="m-tokens", max_steps=3)
+                      .with_running(attempt=1))
+    model = ScriptedChatModel([TWO_CALLS, DONE], tools=True)
+    Executor(store=store, model=model, tools=tools, events=MemoryEventBus(),
+             limits=Limits(step_timeout_s=5, total_timeout_s=30), timings=PrometheusTimings()).run(agent)
+    assert (counted("input") - before[0], counted("output") - before[1]) == (80, 16)
