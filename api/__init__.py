@@ -31,6 +31,7 @@ def create_app(
     from api.dashboard import dashboard
     from api.hub import EventHub
     from api.stream_slots import StreamSlots
+    from jarvis_agents import tracing
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.store import open_repository
@@ -38,8 +39,10 @@ def create_app(
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.addresses import check_webhook_url
     from workers.celery_app import CeleryDispatcher, create_celery
+    from workers.tracing import traced_dispatcher
 
     settings = settings or Settings.from_env()
+    traced = tracing.configure(settings, service="jarvis-agents-api")
     with ToolRegistry.default(settings) as registry:
         own_tools = registry.describe()
     closers: list[Any] = []
@@ -56,7 +59,7 @@ def create_app(
         service = AgentService(
             repository=repository,
             settings=settings,
-            dispatcher=CeleryDispatcher(create_celery(settings)),
+            dispatcher=traced_dispatcher(CeleryDispatcher(create_celery(settings))),
             events=RedisEventBus(redis),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),
@@ -82,5 +85,16 @@ def create_app(
     auth.install(app, auth.UserCache(service.repository))
     for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
+    if traced:
+        _instrument(app)
+        closers.append(tracing.flush)
     return app
+
+
+def _instrument(app: Flask) -> None:
+    """A span per request (a create's is the root of its agent's trace), the probes and
+    the scrapes left out."""
+    from opentelemetry.instrumentation.flask import FlaskInstrumentor
+
+    FlaskInstrumentor().instrument_app(app, excluded_urls="/healthz,/readyz,/metrics")
 

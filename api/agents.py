@@ -24,7 +24,8 @@ MAX_PAGE = 100
 @bp.post("/agents")
 def create_agent() -> Response:
     request_, key = params.create_request()
-    agent, _created = ctx().service.create(current_user().id, request_, idempotency_key=key)
+    agent, _created = ctx().service.create(
+        current_user().id, request_, idempotency_key=key, traceparent=params.traceparent())
     # A repeat of an Idempotency-Key replays the first answer (202, the same agent),
     # as idempotent APIs do; `_created` only decides whether anything was enqueued.
     return agent_response(agent, 202)
@@ -36,7 +37,8 @@ def list_agents() -> Response:
     limit = params.query_int("limit", default=DEFAULT_PAGE, low=1, high=MAX_PAGE)
     cursor = params.query_cursor()
     agents, next_cursor = ctx().service.list(
-        current_user().id, status=status, limit=limit, cursor=cursor
+        current_user().id, status=status, limit=limit, cursor=cursor,
+        thread_id=params.query_thread_id(),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 
@@ -66,6 +68,13 @@ def list_steps(raw_id: str) -> Response:
 def cancel_agent(raw_id: str) -> Response:
     agent = ctx().service.cancel(current_user().id, params.agent_id(raw_id))
     return jsonify(agent.to_json())
+
+
+@bp.post("/agents/<agent_id:raw_id>/fork")
+def fork_agent(raw_id: str) -> Response:
+    agent_id = params.agent_id(raw_id)
+    agent = ctx().service.fork(current_user().id, agent_id, params.fork_request())
+    return agent_response(agent, 202)
 
 
 @bp.get("/tools")

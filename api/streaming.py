@@ -57,7 +57,8 @@ def create_and_stream() -> Response:
     context = ctx()
     user_id = current_user().id
     with opening_stream(context) as slot:  # before the create: a 429 creates nothing
-        agent, _ = context.service.create(user_id, request_, idempotency_key=key)
+        agent, _ = context.service.create(user_id, request_, idempotency_key=key,
+                                          traceparent=params.traceparent())
         stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot)
     response = stream.response()
     response.headers["Location"] = agent_location(agent.id)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
@@ -42,6 +43,7 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.llm.base import ChatModel
 from jarvis_agents.modes import Strategy, settle, strategy_for
+from jarvis_agents.threads import with_context
 from jarvis_agents.tools.registry import ToolRegistry
 
 # At most this many tool calls of one reply run at once.
@@ -199,7 +201,9 @@ class Executor:
                         agent, state, StopReason.MAX_STEPS,
                         f"reached the step limit ({agent.max_steps}) without a final answer",
                     )
-                finished = self._iterate(agent, tools, strategy, state, deadline_at, should_stop)
+                with tracing.iteration(agent, state.next_step):
+                    finished = self._iterate(agent, tools, strategy, state, deadline_at,
+                                             should_stop)
                 if finished is not None:
                     return finished
         except (Cancelled, StaleAttempt) as exc:
@@ -229,7 +233,10 @@ class Executor:
                  deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent | None:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
+        # The tools as they are now (an MCP server's may have come, gone or changed), and
+        # the thread's earlier turns before the goal.
         request = strategy.request(agent, tools, state.history)
+        request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
             reply = self.model.complete(request, deadline=began + step_budget_s,

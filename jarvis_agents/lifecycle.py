@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from jarvis_agents.errors import InvalidTransition
+from jarvis_agents.trace_context import new_traceparent, trace_id_of
 
 
 class AgentStatus(str, Enum):
@@ -157,6 +159,16 @@ class Agent:
     usage: Usage = field(default_factory=Usage)
     output_schema: dict[str, Any] | None = None
     output: Any = None
+    # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
+    thread_id: uuid.UUID | None = None
+    parent_id: uuid.UUID | None = None
+    forked_from_id: uuid.UUID | None = None
+    forked_from_seq: int | None = None
+    # What the thread's earlier agents give this one's model (jarvis_agents/threads.py).
+    context: Mapping[str, Any] | None = field(default=None, hash=False)
+    # The W3C trace context the agent's spans continue (trace_context.py); None only
+    # for an agent created before it was kept.
+    traceparent: str | None = None
 
     @classmethod
     def new(
@@ -172,10 +184,14 @@ class Agent:
         request_hash: str | None = None,
         mode: AgentMode = AgentMode.AUTO,
         output_schema: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> Agent:
+        """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
+        agent_id = uuid.uuid4()
         return cls(
-            id=uuid.uuid4(),
+            id=agent_id,
+            thread_id=agent_id,
             user_id=user_id,
             goal=goal,
             model=model,
@@ -188,7 +204,14 @@ class Agent:
             request_hash=request_hash,
             mode=mode,
             output_schema=output_schema,
+            traceparent=traceparent or new_traceparent(),
         )
+
+    @property
+    def trace_id(self) -> str:
+        """The agent's trace (32 hex digits); an agent older than its traceparent
+        column gets its id's, which no other agent has."""
+        return trace_id_of(self.traceparent) if self.traceparent else self.id.hex
 
     @property
     def is_terminal(self) -> bool:
@@ -248,6 +271,7 @@ class Agent:
             "updated_at": isoformat(self.updated_at),
             "duration_ms": self.duration_ms,
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "trace_id": self.trace_id,
         }
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
@@ -256,6 +280,16 @@ class Agent:
         body["usage"] = self.usage.to_json()
         body["output_schema"] = self.output_schema
         body["output"] = self.output if self.status is AgentStatus.COMPLETED else None
+        body["thread_id"] = str(self.thread_id or self.id)
+        body["parent_id"] = str(self.parent_id) if self.parent_id else None
+        body["forked_from"] = (
+            {"agent_id": str(self.forked_from_id), "seq": self.forked_from_seq}
+            if self.forked_from_id else None
+        )
+        body["context"] = (
+            {"turns": self.context.get("turns", 0), "left_out": self.context.get("left_out", 0)}
+            if self.context else None
+        )
         return body
 
 

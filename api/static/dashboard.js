@@ -7,6 +7,7 @@
 import { formBody, loadTools } from "./form.js";
 import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
+import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import { addStep, errorStepShows, renderAgentList, stepItem } from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
@@ -197,15 +198,20 @@ async function startAgent(event) {
     const agent = await api("POST", "/api/v1/agents", body);
     showError("start-error", null);
     $("goal").value = "";
-    remember(agent); // the stream may have told of it first
-    renderAgents();
-    select(agent.id);
+    started(agent);
   } catch (error) {
     if (error.status === 401) keyRefused();
     else showError("start-error", error.message);
   } finally {
     $("start").disabled = false;
   }
+}
+
+/** An agent started here (a new one, a follow-up or a re-run): listed and selected. */
+function started(agent) {
+  remember(agent); // the stream may have told of it first
+  renderAgents();
+  select(agent.id);
 }
 
 // --- watching one agent -------------------------------------------------------------
@@ -241,6 +247,7 @@ function deselect() {
   state.steps.clear();
   state.lastSeq = 0;
   $("steps").replaceChildren();
+  forgetThread();
   showError("agent-failure", null);
   $("agent-view").hidden = true;
   $("agent-placeholder").hidden = false;
@@ -323,6 +330,7 @@ function renderAgentHead() {
   final.hidden = !(agent && status === "COMPLETED" && agent.final_answer);
   final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
   renderFailure(agent);
+  renderThread(agent, { api, onSelect: select });
   if (TERMINAL.has(status)) setWaiting(null);
   else if ($("agent-waiting").hidden) setWaiting(status === "PENDING" ? "Waiting for a worker…" : "Thinking…");
 }
@@ -340,6 +348,7 @@ function setWaiting(message) {
 
 function onStep(data) {
   addStep(data);
+  addRerunButton(data, { agentId: state.selected, api, onCreated: started });
   if (String(data.type).toUpperCase() === "ERROR") renderFailure(state.agents.get(state.selected));
 }
 
@@ -378,6 +387,7 @@ function init() {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
   $("cancel").addEventListener("click", cancelSelected);
+  initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });
   $("back").addEventListener("click", deselect);
   $("load-more").addEventListener("click", () =>
     loadAgents({ more: true }).catch((error) => showError("start-error", error.message)));

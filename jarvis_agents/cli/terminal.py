@@ -167,6 +167,12 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
         ("mode", agent.get("mode")),
         ("usage", _usage(agent.get("usage"))),
+        # A thread of its own and no fork: nothing worth a line.
+        ("thread", agent.get("thread_id") if agent.get("thread_id") != agent["id"] else None),
+        ("parent", agent.get("parent_id")),
+        ("forked_from", f"{agent['forked_from']['agent_id']} after step {agent['forked_from']['seq']}"
+         if agent.get("forked_from") else None),
+        ("context", _context(agent.get("context"))),
         ("created_at", local_time(agent.get("created_at"))),
         ("started_at", local_time(agent.get("started_at"))),
         ("completed_at", local_time(agent.get("completed_at"))),
@@ -188,6 +194,13 @@ def _usage(usage: dict[str, Any] | None) -> str | None:
         return None
     return (f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out, "
             f"{usage['model_calls']} model calls")
+
+
+def _context(context: dict[str, Any] | None) -> str | None:
+    if not context:
+        return None
+    left_out = f", {context['left_out']} oldest left out (JARVIS_CONTEXT_CHARS)" if context["left_out"] else ""
+    return f"{context['turns']} earlier turns of its thread{left_out}"
 
 
 def steps_list(console: Console, steps: Iterable[dict[str, Any]]) -> None:

@@ -196,9 +196,12 @@ class Repository:
         status: AgentStatus | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        thread_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
+        if thread_id is not None:
+            query = query.where(agents.c.thread_id == thread_id)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:
@@ -517,6 +520,10 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "input_tokens": agent.usage.input_tokens, "output_tokens": agent.usage.output_tokens,
         "model_calls": agent.usage.model_calls, "output_schema": agent.output_schema,
         "output": agent.output,
+        # Threads and forks (store/threads.py): a thread's id is its first agent's.
+        "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
+        "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
+        "context": agent.context, "traceparent": agent.traceparent,
     }
 
 
@@ -535,6 +542,10 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         mode=AgentMode(row["mode"]),
         usage=Usage(int(row["input_tokens"]), int(row["output_tokens"]), int(row["model_calls"])),
         output_schema=row["output_schema"], output=row["output"],
+        thread_id=row.get("thread_id"), parent_id=row.get("parent_id"),
+        forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
+        context=row.get("context"),
+        traceparent=row["traceparent"],
     )
 
 

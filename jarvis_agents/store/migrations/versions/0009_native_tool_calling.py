@@ -1,8 +1,8 @@
 """Native tool calling, usage and structured answers: agents.mode, usage counters,
 output_schema and output; a call_id and a model call's tokens on steps
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-02 12:00:00
 
 Several tool calls in one iteration are several ACT/OBSERVE pairs, so an iteration
@@ -14,8 +14,8 @@ them as before. Usage starts at 0 for existing agents: their calls were not coun
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0006'
-down_revision = '0005'
+revision = '0009'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 

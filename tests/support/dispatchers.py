@@ -1,0 +1,18 @@
+"""Dispatchers for tests that drive the service without a queue."""
+
+from __future__ import annotations
+
+import uuid
+
+
+class NoQueue:
+    """The service's dispatcher: nothing is queued in these tests."""
+
+    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        return None
+
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+        pass
+
+    def revoke(self, task_ids: object) -> None:
+        pass
