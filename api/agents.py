@@ -10,9 +10,8 @@ from flask import Blueprint, Response, jsonify
 from api import params
 from api.auth import current_user
 from api.context import ctx
-from api.hub import CLOSED
-from jarvis_agents.events import AGENT_CHANNEL, Message
-from jarvis_agents.lifecycle import TERMINAL, Agent
+from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Message, is_terminal_status
+from jarvis_agents.lifecycle import Agent
 
 bp = Blueprint("agents", __name__, url_prefix="/api/v1")
 
@@ -115,6 +114,3 @@ def wait_until_terminal(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) 
             agent = context.service.get(user_id, agent_id)
     return agent
 
-
-def is_terminal_status(message: Message) -> bool:
-    return message.kind == "status" and message.data.get("status") in {s.value for s in TERMINAL}

@@ -419,6 +419,8 @@ class StepEvent(BaseModel):
     duration_ms: int | None = None
     call_id: str | None = Field(None, description="On `act` and `observe`: pairs a tool call "
                                                   "with its result.")
+    usage: StepUsage | None = Field(None, description="On the first step of an iteration: its "
+                                                     "model call's tokens.")
 
 
 class EndEvent(BaseModel):

@@ -18,8 +18,8 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.runner import AgentRunner
-    from jarvis_agents.service import Dispatcher
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jarvis_agents.config import Settings
+from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable, first_line
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
 from jarvis_agents.executor import Executor
@@ -33,7 +34,6 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
-from jarvis_agents.service import Dispatcher
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
 
@@ -304,7 +304,7 @@ class AgentRunner:
                 self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}")
                 count += 1
         # A message prefetched by a worker that was then killed is gone with it (agent
-        # runs have no unacked bookkeeping in Redis: workers.broker), and one whose
+        # runs have no unacked bookkeeping in Redis: `ack_emulation` in workers.celery_app), and one whose
         # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
         # a no-op.
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)

@@ -1,8 +1,8 @@
 """Use cases the doors call: create, cancel, get, list, steps.
 
 The API is a thin translation of HTTP into these calls; the worker side lives in
-`runner.py`. Enqueueing is behind the Dispatcher protocol so this module knows
-nothing of Celery.
+`runner.py`. Enqueueing is behind the Dispatcher protocol (`jarvis_agents.dispatch`)
+so this module knows nothing of Celery.
 """
 
 from __future__ import annotations
@@ -18,28 +18,15 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.config import Settings
+from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
-from jarvis_agents.events import EventBus, QueuePush
+from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.threads import ThreadStore, is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
 
 log = logging.getLogger(__name__)
-
-
-class Dispatcher(Protocol):
-    """Puts agents on the queue and pulls them off it (Celery in production)."""
-
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        """Queue a run of the agent; raises DependencyUnavailable if the broker is down."""
-
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
-        """The message `enqueue` would send, ready to LPUSH onto the broker's Redis (the
-        event bus's: one REDIS_URL); None when the queue is not such a list."""
-
-    def revoke(self, task_ids: Sequence[str]) -> None:
-        """Tell workers to drop or stop these tasks (best effort)."""
 
 
 @runtime_checkable
@@ -238,21 +225,16 @@ class AgentService:
         return agent
 
     def _announce_and_enqueue(self, agent: Agent) -> None:
-        """Publish PENDING and queue the agent, in one Redis round trip when possible.
+        """Publish PENDING, then queue the agent.
 
         Only after the row is committed, so a fast worker always finds it; PENDING is
         published before the task is queued, so no RUNNING can overtake it. If the
         broker is down the agent stays PENDING with no task id, and a worker's
         sweeper enqueues it once the broker is back: nothing is lost.
         """
-        task_id = agent.task_id or str(agent.id)
+        self.events.publish_status(agent)
         try:
-            push = self.dispatcher.queue_push(agent.id, task_id=task_id)
-            if push is not None:
-                self.events.publish_status(agent, push=push)
-            else:
-                self.events.publish_status(agent)
-                self.dispatcher.enqueue(agent.id, task_id=task_id)
+            self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id))
         except DependencyUnavailable as exc:
             log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
             self.repository.forget_task(agent.id)

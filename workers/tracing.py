@@ -1,25 +1,23 @@
 """The queue's part of an agent's trace (jarvis_agents/tracing.py): Celery instrumented,
-and the trace context in the headers of the message the API pushes itself.
+and the trace context in the headers of the messages the API sends.
 
-A create queues its agent with a message it LPUSHes in the same Redis round trip as
-its PENDING publish (`CeleryDispatcher.queue_push`), so Celery's `before_task_publish`
-never fires for it, and the Celery instrumentation neither makes its producer span nor
-injects the trace context. `TracedDispatcher` does both for that message, as the
-instrumentation does for `send_task` (which the worker's sweeper and hand-backs use):
-the worker's `run/jarvis.run_agent` span is then a child of the create's.
+The API does not turn Celery's instrumentation on: its publish hook keeps the producer
+span only for a task registered in the sending process (the API sends `run_agent` by
+name), and would leave it open otherwise. `TracedDispatcher` makes that span itself and
+puts the trace context into the message's headers, as the instrumentation does for the
+worker's own sends (the sweeper's and the hand-backs'): the worker's
+`run/jarvis.run_agent` span is then a child of the create's.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from jarvis_agents import tracing
-from jarvis_agents.events import QueuePush
-from jarvis_agents.service import Dispatcher
+from jarvis_agents.dispatch import Dispatcher
+from workers.celery_app import QUEUE, RUN_AGENT, CeleryDispatcher
 
 
 def instrument_celery() -> None:
@@ -34,32 +32,25 @@ def instrument_celery() -> None:
 
 
 class TracedDispatcher:
-    """A Dispatcher whose pushed messages carry the trace they were queued in."""
+    """A Celery dispatcher whose messages carry the trace they were queued in."""
 
-    def __init__(self, inner: Dispatcher) -> None:
+    def __init__(self, inner: CeleryDispatcher) -> None:
         self._inner = inner
 
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str | None = None) -> None:
         from opentelemetry import propagate, trace
 
-        push = self._inner.queue_push(agent_id, task_id=task_id)
-        if push is None:
-            return None
-        envelope = json.loads(push.payload)
-        headers = envelope["headers"]  # Celery's protocol 2: what task.request is made of
-        name = headers.get("task", "unknown")
         # Named and described as the Celery instrumentation's own producer span.
         with trace.get_tracer(tracing.TRACER_NAME).start_as_current_span(
-            f"apply_async/{name}", kind=trace.SpanKind.PRODUCER,
-            attributes={"celery.action": "apply_async", "celery.task_name": name,
-                        "messaging.message.id": task_id, "messaging.destination.name": push.key,
+            f"apply_async/{RUN_AGENT}", kind=trace.SpanKind.PRODUCER,
+            attributes={"celery.action": "apply_async", "celery.task_name": RUN_AGENT,
+                        "messaging.message.id": task_id,
+                        "messaging.destination.name": queue or QUEUE,
                         tracing.AGENT_ID: str(agent_id)},
         ):
+            headers: dict[str, str] = {}
             propagate.inject(headers)
-        return replace(push, payload=json.dumps(envelope))
-
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        self._inner.enqueue(agent_id, task_id=task_id)
+            self._inner.enqueue(agent_id, task_id=task_id, queue=queue, headers=headers)
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         self._inner.revoke(task_ids)
@@ -68,5 +59,5 @@ class TracedDispatcher:
         return getattr(self._inner, name)
 
 
-def traced_dispatcher(dispatcher: Dispatcher) -> Dispatcher:
+def traced_dispatcher(dispatcher: CeleryDispatcher) -> Dispatcher:
     return TracedDispatcher(dispatcher) if tracing.enabled() else dispatcher
