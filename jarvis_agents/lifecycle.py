@@ -54,6 +54,34 @@ class StopReason(str, Enum):
     MODEL_ERROR = "model_error"
     WORKER_LOST = "worker_lost"
     CANCELLED = "cancelled"
+    INVALID_OUTPUT = "invalid_output"
+
+
+class AgentMode(str, Enum):
+    """How an agent speaks to its model (CONTRACT §6): `auto` is what a create asks for
+    by default, and becomes `native` or `react` when the agent starts."""
+
+    AUTO = "auto"
+    NATIVE = "native"
+    REACT = "react"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens read and written, and model calls made, summed over some model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.model_calls + other.model_calls)
+
+    def to_json(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "model_calls": self.model_calls}
 
 
 class StepType(str, Enum):
@@ -79,6 +107,10 @@ class Step:
     tool: str | None = None
     created_at: datetime = field(default_factory=utcnow)
     duration_ms: int | None = None
+    # Pairs an ACT with its OBSERVE: the model's own id in native mode, else one made.
+    call_id: str | None = None
+    # The tokens of the model call that produced this row's iteration, on its first row.
+    usage: Usage | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -89,6 +121,9 @@ class Step:
             "content": self.content,
             "created_at": isoformat(self.created_at),
             "duration_ms": self.duration_ms,
+            "call_id": self.call_id if self.type in (StepType.ACT, StepType.OBSERVE) else None,
+            "usage": None if self.usage is None else {
+                "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
         }
 
 
@@ -119,6 +154,11 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    # The mode asked for until the agent starts, then the one in use (CONTRACT §6).
+    mode: AgentMode = AgentMode.AUTO
+    usage: Usage = field(default_factory=Usage)
+    output_schema: dict[str, Any] | None = None
+    output: Any = None
     # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
     thread_id: uuid.UUID | None = None
     parent_id: uuid.UUID | None = None
@@ -142,6 +182,8 @@ class Agent:
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        mode: AgentMode = AgentMode.AUTO,
+        output_schema: dict[str, Any] | None = None,
         traceparent: str | None = None,
     ) -> Agent:
         """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
@@ -160,6 +202,8 @@ class Agent:
             updated_at=now,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            mode=mode,
+            output_schema=output_schema,
             traceparent=traceparent or new_traceparent(),
         )
 
@@ -194,9 +238,11 @@ class Agent:
             heartbeat_at=now,
         )
 
-    def with_completed(self, final_answer: str, *, now: datetime | None = None) -> Agent:
+    def with_completed(
+        self, final_answer: str, *, output: Any = None, now: datetime | None = None
+    ) -> Agent:
         return self._moved(
-            AgentStatus.COMPLETED, now=now, final_answer=final_answer,
+            AgentStatus.COMPLETED, now=now, final_answer=final_answer, output=output,
             stop_reason=StopReason.FINAL_ANSWER,
         )
 
@@ -230,6 +276,10 @@ class Agent:
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
         body["error"] = self.error if self.status is AgentStatus.FAILED else None
+        body["mode"] = self.mode.value
+        body["usage"] = self.usage.to_json()
+        body["output_schema"] = self.output_schema
+        body["output"] = self.output if self.status is AgentStatus.COMPLETED else None
         body["thread_id"] = str(self.thread_id or self.id)
         body["parent_id"] = str(self.parent_id) if self.parent_id else None
         body["forked_from"] = (
