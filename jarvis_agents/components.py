@@ -103,6 +103,7 @@ class WorkerComponents:
 
 
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+    from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.metrics import PrometheusTimings
@@ -131,6 +132,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         tools=tools,
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
+        approvals=ApprovalGate(settings.approve_tools),
         timings=PrometheusTimings(),
     )
     runner = AgentRunner(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol
 
+from jarvis_agents.approvals import ApprovalGate, call_id_of, new_call_id
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
@@ -114,6 +115,7 @@ class Executor:
         events: EventBus,
         limits: Limits,
         timings: Timings | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -121,6 +123,7 @@ class Executor:
         self.events = events
         self.limits = limits
         self.timings = timings or _NoTimings()
+        self.approvals = approvals or ApprovalGate()
 
     def run(
         self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False,
@@ -142,9 +145,13 @@ class Executor:
         fresh = agent.attempt <= 1 and not agent.step_count
         state = _State.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
-        deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
+        # Time spent WAITING for a person is not the agent's (CONTRACT §7).
+        deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
+                                          milliseconds=agent.waited_ms)
         try:
             if state.pending_act is not None:
+                if self.approvals.waits(agent, state.pending_act):
+                    return self._wait(agent, state, [], state.pending_act)
                 self._observe(agent, tools, state, state.pending_act, should_stop)
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
@@ -212,9 +219,11 @@ class Executor:
         if isinstance(plan, FinalAnswer):
             return self._complete(agent, state, rows, plan.answer)
         act = rows[-1]
+        if self.approvals.waits(agent, act):  # a person answers first (approvals.py)
+            return self._wait(agent, state, rows, act)
         if tools.runs_inline(act.tool or ""):
             # One commit and one publish instead of two: the call is safe to repeat.
-            observation = self._call(tools, act, seq=act.seq + 1, should_stop=should_stop)
+            observation = self._call(agent, tools, act, seq=act.seq + 1, should_stop=should_stop)
             self._write(agent, state, [*rows, observation], step_count=act.step + 1)
             state.next_step = act.step + 1
             return None
@@ -237,25 +246,32 @@ class Executor:
             known = tools.get(plan.tool)
             name = known.name if known is not None else (plan.tool.strip() or "(none)")
             rows.append(Step(seq, state.next_step, StepType.ACT, plan.tool_input, tool=name,
-                             created_at=now, duration_ms=None if rows else planning_ms))
+                             created_at=now, duration_ms=None if rows else planning_ms,
+                             call_id=new_call_id()))
         return rows
 
     def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step,
                  should_stop: Callable[[], bool]) -> None:
-        observation = self._call(tools, act, seq=state.next_seq, should_stop=should_stop)
+        observation = self._call(agent, tools, act, seq=state.next_seq, should_stop=should_stop)
         self._write(agent, state, [observation], step_count=act.step + 1)
         state.next_step = act.step + 1
         state.pending_act = None
 
-    def _call(self, tools: ToolRegistry, act: Step, *, seq: int,
+    def _call(self, agent: Agent, tools: ToolRegistry, act: Step, *, seq: int,
               should_stop: Callable[[], bool]) -> Step:
-        """Run the ACT's tool; its OBSERVE row, numbered `seq`. Raises Cancelled if the
-        agent is stopped while a blocking tool runs (the tool is abandoned)."""
-        result = tools.call_text(act.tool or "", act.content, should_stop=should_stop)
+        """Run the ACT's tool (as a person's answer says, if it had to wait for one); its
+        OBSERVE row, numbered `seq`. Raises Cancelled if the agent is stopped while a
+        blocking tool runs (the tool is abandoned)."""
+        answer = self.approvals.answer_for(agent, act)
+        if answer is not None and not answer.approve:
+            return Step(seq, act.step, StepType.OBSERVE, storable(answer.observation),
+                        tool=act.tool, created_at=utcnow(), duration_ms=0, call_id=act.call_id)
+        tool_input = answer.tool_input if answer is not None else act.content
+        result = tools.call_text(act.tool or "", tool_input, should_stop=should_stop)
         self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
         return Step(
             seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
-            created_at=utcnow(), duration_ms=result.duration_ms,
+            created_at=utcnow(), duration_ms=result.duration_ms, call_id=act.call_id,
         )
 
     # --- persistence -----------------------------------------------------------------
@@ -283,6 +299,24 @@ class Executor:
             step_count=min(state.next_step, agent.max_steps),
         )
         return self._end(agent, done, [row])
+
+    def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
+        """RUNNING → WAITING on the call `act`, with this iteration's `rows`, in one
+        transaction that also owes the `agent.waiting` webhook; the attempt ends here."""
+        waiting = replace(
+            agent.with_waiting(call_id=call_id_of(act), tool=act.tool or "", tool_input=act.content),
+            step_count=act.step + 1,
+        )
+        if not self.store.transition(
+            agent.id, AgentStatus.RUNNING, AgentStatus.WAITING, attempt=agent.attempt, steps=rows,
+            waiting_for=waiting.waiting_for, heartbeat_at=None, now=waiting.updated_at,
+        ):
+            return None
+        state.history.extend(rows)
+        for row in rows:
+            self.timings.step(row.type.value)
+        self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
+        return waiting
 
     def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
         won = self.store.transition(

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
+from typing import Any
 
 from jarvis_agents.errors import InvalidTransition
 
@@ -13,6 +14,8 @@ from jarvis_agents.errors import InvalidTransition
 class AgentStatus(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    # Paused on a tool call a person must approve (CONTRACT §7); no worker holds it.
+    WAITING = "WAITING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
@@ -29,7 +32,11 @@ ACTIVE = frozenset({AgentStatus.PENDING, AgentStatus.RUNNING})
 TRANSITIONS: dict[AgentStatus, frozenset[AgentStatus]] = {
     AgentStatus.PENDING: frozenset({AgentStatus.RUNNING, AgentStatus.CANCELLED}),
     AgentStatus.RUNNING: frozenset(
-        {AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED}
+        {AgentStatus.WAITING, AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED}
+    ),
+    # Answered: PENDING again, for a new attempt; or it waited too long, or was cancelled.
+    AgentStatus.WAITING: frozenset(
+        {AgentStatus.PENDING, AgentStatus.FAILED, AgentStatus.CANCELLED}
     ),
     AgentStatus.COMPLETED: frozenset(),
     AgentStatus.FAILED: frozenset(),
@@ -51,6 +58,7 @@ class StopReason(str, Enum):
     MODEL_ERROR = "model_error"
     WORKER_LOST = "worker_lost"
     CANCELLED = "cancelled"
+    APPROVAL_TIMEOUT = "approval_timeout"
 
 
 class StepType(str, Enum):
@@ -76,6 +84,7 @@ class Step:
     tool: str | None = None
     created_at: datetime = field(default_factory=utcnow)
     duration_ms: int | None = None
+    call_id: str | None = None  # on ACT and OBSERVE: pairs a tool call with its result
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -86,6 +95,7 @@ class Step:
             "content": self.content,
             "created_at": isoformat(self.created_at),
             "duration_ms": self.duration_ms,
+            "call_id": self.call_id,
         }
 
 
@@ -116,6 +126,14 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    # Approvals (CONTRACT §7): the tools whose calls wait for a person ("*": all), the
+    # call waited on while WAITING ({"call_id", "tool", "input"}), the latest answer
+    # ({"call_id", "approve", "input", "reason"}), and the time spent waiting so far,
+    # which the total timeout leaves out.
+    approve_tools: tuple[str, ...] | None = None
+    waiting_for: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
+    waited_ms: int = 0
 
     @classmethod
     def new(
@@ -129,6 +147,7 @@ class Agent:
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        approve_tools: tuple[str, ...] | None = None,
     ) -> Agent:
         now = utcnow()
         return cls(
@@ -143,6 +162,7 @@ class Agent:
             updated_at=now,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            approve_tools=approve_tools,
         )
 
     @property
@@ -181,6 +201,29 @@ class Agent:
     ) -> Agent:
         return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason)
 
+    def with_waiting(
+        self, *, call_id: str, tool: str, tool_input: str, now: datetime | None = None
+    ) -> Agent:
+        return self._moved(
+            AgentStatus.WAITING, now=now, heartbeat_at=None,
+            waiting_for={"call_id": call_id, "tool": tool, "input": tool_input},
+        )
+
+    def with_answered(
+        self, *, approve: bool, tool_input: str | None, reason: str | None,
+        now: datetime | None = None,
+    ) -> Agent:
+        """WAITING → PENDING with the answer to the call it waited on."""
+        now = now or utcnow()
+        if self.waiting_for is None:
+            raise InvalidTransition(self.status.value, AgentStatus.PENDING.value)
+        waited = int((now - (self.updated_at or now)).total_seconds() * 1000)
+        return self._moved(
+            AgentStatus.PENDING, now=now, waiting_for=None, waited_ms=self.waited_ms + max(0, waited),
+            approval={"call_id": self.waiting_for["call_id"], "approve": approve,
+                      "input": tool_input, "reason": reason},
+        )
+
     def with_cancelled(self, *, now: datetime | None = None) -> Agent:
         return self._moved(AgentStatus.CANCELLED, now=now, stop_reason=StopReason.CANCELLED)
 
@@ -201,11 +244,20 @@ class Agent:
             "updated_at": isoformat(self.updated_at),
             "duration_ms": self.duration_ms,
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "approve_tools": list(self.approve_tools) if self.approve_tools is not None else None,
+            "waiting_for": self._waiting_json(),
         }
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
         body["error"] = self.error if self.status is AgentStatus.FAILED else None
         return body
+
+
+    def _waiting_json(self) -> dict[str, object] | None:
+        if self.status is not AgentStatus.WAITING or self.waiting_for is None:
+            return None
+        # It waits from its move to WAITING, the last change a WAITING agent's row sees.
+        return {**self.waiting_for, "since": isoformat(self.updated_at)}
 
 
 def storable(text: str) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol, runtime_checkable
 
+from jarvis_agents import approvals
+from jarvis_agents.approvals import ALL_TOOLS
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, QueuePush
@@ -70,11 +72,15 @@ class CreateRequest:
     model: str | None = None
     tools: tuple[str, ...] | None = None
     webhook_url: str | None = None
+    approve_tools: tuple[str, ...] | None = None
 
     def fingerprint(self) -> str:
         """A stable hash of the body, to tell a repeat from a different request."""
         body = asdict(self)
         body["tools"] = list(self.tools) if self.tools is not None else None
+        body["approve_tools"] = list(self.approve_tools) if self.approve_tools is not None else None
+        if body["approve_tools"] is None:
+            del body["approve_tools"]  # a body without it hashes as it did before approvals
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -100,17 +106,11 @@ class AgentService:
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None
     ) -> tuple[Agent, bool]:
         """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat."""
-        tools = None
-        if request.tools is not None:
-            known = [(name, self.tool_names.canonical(name)) for name in request.tools]
-            unknown = [name for name, canonical in known if canonical is None]
-            if unknown:
-                raise RequestError(
-                    f"unknown tool(s): {', '.join(unknown)}; available tools: "
-                    f"{', '.join(sorted(self.tool_names.names()))}",
-                    code="unknown_tool",
-                )
-            tools = tuple(dict.fromkeys(canonical for _, canonical in known if canonical))
+        tools = self._known_tools(request.tools)
+        approve_tools = None
+        if request.approve_tools is not None:
+            everything = ALL_TOOLS in (name.strip() for name in request.approve_tools)
+            approve_tools = (ALL_TOOLS,) if everything else self._known_tools(request.approve_tools)
         if request.webhook_url is not None and callable(self.webhook_check):
             self.webhook_check(request.webhook_url)
         agent = Agent.new(
@@ -122,6 +122,7 @@ class AgentService:
             webhook_url=request.webhook_url,
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
+            approve_tools=approve_tools,
         )
         agent = replace(agent, task_id=str(agent.id))
         agent, created = self.repository.create_agent(
@@ -130,6 +131,32 @@ class AgentService:
         if created:
             self._announce_and_enqueue(agent)
         return agent, created
+
+    def _known_tools(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
+        """The names as the tools are listed; a RequestError naming any unknown one."""
+        if names is None:
+            return None
+        known = [(name, self.tool_names.canonical(name)) for name in names]
+        unknown = [name for name, canonical in known if canonical is None]
+        if unknown:
+            raise RequestError(
+                f"unknown tool(s): {', '.join(unknown)}; available tools: "
+                f"{', '.join(sorted(self.tool_names.names()))}",
+                code="unknown_tool",
+            )
+        return tuple(dict.fromkeys(canonical for _, canonical in known if canonical))
+
+    def approve(
+        self, user_id: uuid.UUID, agent_id: uuid.UUID, *, call_id: str, approve: bool,
+        tool_input: str | None = None, reason: str | None = None,
+    ) -> Agent:
+        """Answer a WAITING agent's call (approvals.answer), then queue it to go on."""
+        agent = approvals.answer(
+            self.repository, self.get(user_id, agent_id), call_id=call_id, approve=approve,
+            tool_input=tool_input, reason=reason,
+        )
+        self._announce_and_enqueue(agent)
+        return agent
 
     def _announce_and_enqueue(self, agent: Agent) -> None:
         """Publish PENDING and queue the agent, in one Redis round trip when possible.
@@ -167,7 +194,7 @@ class AgentService:
         return self.repository.steps_after(agent_id, after)
 
     def cancel(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
-        """Cancel a PENDING or RUNNING agent: the compare-and-set first (it owes the webhook,
+        """Cancel a PENDING, RUNNING or WAITING agent: the compare-and-set first (it owes the webhook,
         if any, in the same transaction), then the revoke."""
         while True:
             agent = self.get(user_id, agent_id)

@@ -106,6 +106,11 @@ class AgentRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
+    # Approvals (CONTRACT §7; lifecycle.Agent says what each holds).
+    approve_tools: Mapped[list[str] | None] = mapped_column(JSON)
+    waiting_for: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    approval: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    waited_ms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),
@@ -161,6 +166,7 @@ class StepRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
+    call_id: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         UniqueConstraint("agent_id", "seq", name="uq_agent_steps_agent_seq"),

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
+from psycopg2.extras import Json
 from sqlalchemy import Engine, Executable, event
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError, DisconnectionError
@@ -54,13 +55,13 @@ _GUARDED_STEPS = """
 WITH owned AS ({guard}),{owed}
 written AS (
     INSERT INTO agent_steps
-        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt, call_id)
     SELECT owned.id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
-           s.duration_ms, %(attempt)s
+           s.duration_ms, %(attempt)s, s.call_id
     FROM owned, unnest(%(seq)s::int[], %(step)s::int[], %(type)s::text[], %(tool)s::text[],
                        %(content)s::text[], %(created_at)s::timestamptz[],
-                       %(duration_ms)s::int[])
-        AS s(seq, step, type, tool, content, created_at, duration_ms)
+                       %(duration_ms)s::int[], %(call_id)s::text[])
+        AS s(seq, step, type, tool, content, created_at, duration_ms, call_id)
 )
 SELECT count(*) FROM owned
 """
@@ -98,6 +99,7 @@ _APPEND_STEPS = _GUARDED_STEPS.format(owed="", guard=(
 _APPEND_PARAMS = {
     "id": "uuid", "attempt": "int", "seq": "int[]", "step": "int[]", "type": "text[]",
     "tool": "text[]", "content": "text[]", "created_at": "timestamptz[]", "duration_ms": "int[]",
+    "call_id": "text[]",
 }
 
 
@@ -134,13 +136,13 @@ WITH owned AS (
 ),
 written AS (
     INSERT INTO agent_steps
-        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt)
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt, call_id)
     SELECT s.agent_id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
-           s.duration_ms, s.attempt
+           s.duration_ms, s.attempt, s.call_id
     FROM unnest(%(agent_id)s::uuid[], %(step_attempt)s::int[], %(seq)s::int[],
                 %(step)s::int[], %(type)s::text[], %(tool)s::text[], %(content)s::text[],
-                %(created_at)s::timestamptz[], %(duration_ms)s::int[])
-        AS s(agent_id, attempt, seq, step, type, tool, content, created_at, duration_ms)
+                %(created_at)s::timestamptz[], %(duration_ms)s::int[], %(call_id)s::text[])
+        AS s(agent_id, attempt, seq, step, type, tool, content, created_at, duration_ms, call_id)
     JOIN owned ON owned.id = s.agent_id AND owned.attempt = s.attempt
 )
 SELECT id, attempt FROM owned
@@ -155,7 +157,7 @@ _CLAIM = (
     f" WHERE id = %(id)s AND status IS NOT DISTINCT FROM 'PENDING' RETURNING {_AGENT_LIST}"
 )
 
-STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms")
+STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms", "call_id")
 _STEPS_AFTER = (
     f"SELECT {', '.join(STEP_COLUMNS)} FROM agent_steps"
     " WHERE agent_id = %(id)s AND seq > %(seq)s ORDER BY seq"
@@ -507,7 +509,9 @@ class PostgresStatements:
         if heartbeat_before is not None:
             guard += " AND heartbeat_at < %(heartbeat_before)s"
         guard += " RETURNING id, webhook_url" if owes else " RETURNING id"
-        params = {f"set_{name}": value for name, value in values.items()}
+        # A JSON column's value (approvals' waiting_for) goes as JSON text.
+        params = {f"set_{name}": Json(value) if isinstance(value, dict | list) else value
+                  for name, value in values.items()}
         params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
                       heartbeat_before=heartbeat_before, delivery_id=uuid.uuid4(), event=owes)
         sql = _GUARDED_STEPS.format(guard=guard, owed=OWED_CTE if owes else "")
@@ -547,7 +551,7 @@ def _step_params(params: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any
         seq=[s.seq for s in steps], step=[s.step for s in steps],
         type=[s.type.value for s in steps], tool=[s.tool for s in steps],
         content=[s.content for s in steps], created_at=[s.created_at for s in steps],
-        duration_ms=[s.duration_ms for s in steps],
+        duration_ms=[s.duration_ms for s in steps], call_id=[s.call_id for s in steps],
     )
     return params
 

@@ -502,6 +502,9 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "task_id": agent.task_id,
         "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
         "request_hash": agent.request_hash,
+        "approve_tools": list(agent.approve_tools) if agent.approve_tools is not None else None,
+        "waiting_for": agent.waiting_for, "approval": agent.approval,
+        "waited_ms": agent.waited_ms,
     }
 
 
@@ -517,7 +520,15 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
         losses=row["losses"], task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
         idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
+        approve_tools=tuple(row["approve_tools"]) if row["approve_tools"] is not None else None,
+        waiting_for=_json(row["waiting_for"]), approval=_json(row["approval"]),
+        waited_ms=row["waited_ms"] or 0,
     )
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as read: psycopg2's raw cursor (store/postgres.py) hands back text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _step_values(agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> list[dict[str, Any]]:
@@ -525,7 +536,7 @@ def _step_values(agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> li
         {
             "agent_id": agent_id, "seq": s.seq, "step": s.step, "type": s.type.value,
             "tool": s.tool, "content": s.content, "created_at": s.created_at,
-            "duration_ms": s.duration_ms, "attempt": attempt,
+            "duration_ms": s.duration_ms, "attempt": attempt, "call_id": s.call_id,
         }
         for s in steps
     ]
@@ -535,7 +546,7 @@ def _step(row: RowMapping) -> Step:
     return Step(
         seq=row["seq"], step=row["step"], type=StepType(row["type"]), tool=row["tool"],
         content=row["content"], created_at=_aware(row["created_at"]),
-        duration_ms=row["duration_ms"],
+        duration_ms=row["duration_ms"], call_id=row["call_id"],
     )
 
 
