@@ -10,6 +10,7 @@ import json
 import math
 import re
 import uuid
+from dataclasses import dataclass
 
 from flask import request
 from pydantic import ValidationError
@@ -20,6 +21,7 @@ from api.schemas import (
     CREATE_FIELDS,
     IDEMPOTENCY_KEY_MAX_CHARS,
     IDEMPOTENCY_KEY_PATTERN,
+    ApprovalBody,
     CreateAgent,
 )
 from jarvis_agents.errors import NotFound, RequestError
@@ -41,6 +43,42 @@ def create_request() -> tuple[CreateRequest, str | None]:
     except ValidationError as exc:
         raise RequestError(_describe(exc), code="invalid_request") from None
     return parsed.to_request(), idempotency_key()
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A validated approval body (CONTRACT §7)."""
+
+    call_id: str
+    approve: bool
+    tool_input: str | None
+    reason: str | None
+
+
+def approval_request() -> ApprovalRequest:
+    try:
+        parsed = ApprovalBody.model_validate(json_object(), strict=True)
+    except ValidationError as exc:
+        raise RequestError(_describe_approval(exc), code="invalid_request") from None
+    return ApprovalRequest(parsed.call_id, parsed.approve, parsed.input, parsed.reason)
+
+
+def _describe_approval(exc: ValidationError) -> str:
+    sentences = []
+    for error in exc.errors(include_url=False)[:5]:
+        field = str(error["loc"][0]) if error["loc"] else "body"
+        if error["type"] == "extra_forbidden":
+            sentences.append(f"unknown field `{field}` (an approval takes "
+                             f"{', '.join(ApprovalBody.model_fields)})")
+        elif error["type"] == "missing":
+            sentences.append(f"`{field}` is missing: send a JSON object such as "
+                             '{"call_id": "call_…", "approve": true}')
+        else:
+            rule = "true or false" if field == "approve" else "text"
+            msg = error["msg"].removeprefix("Value error, ")
+            sentences.append(f"`{field}` must be {rule} ({msg[:1].lower()}{msg[1:]}), "
+                             f"not {_shown(error.get('input'))}")
+    return "; ".join(sentences)
 
 
 def json_object() -> dict[str, object]:

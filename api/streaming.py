@@ -38,8 +38,14 @@ from api.hub import CLOSED, RESYNC, Subscription, ended_agents
 from api.sse import KEEPALIVE, EventStreamResponse, socket_writer, sse, step_frame
 from api.stream_slots import Slot
 from jarvis_agents.errors import RequestError
-from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message, step_event
-from jarvis_agents.lifecycle import AgentStatus, Step
+from jarvis_agents.events import (
+    AGENT_CHANNEL,
+    USER_CHANNEL,
+    Message,
+    step_event,
+    waiting_event,
+)
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +236,7 @@ class AgentStream:
         yield KEEPALIVE
         yield from self._steps(self.backlog)
         self.backlog = []
+        yield from self._waiting(self.agent)  # to a client that joins while it waits
         if self.agent.is_terminal:
             yield from self._finish()
             return
@@ -265,6 +272,10 @@ class AgentStream:
                     chunk = self._relay(item)
                 elif is_terminal_status(item):
                     terminal = True
+                elif item.kind == "status" and item.data.get("status") == AgentStatus.WAITING.value:
+                    agent = self._read(lambda: self.context.repository.get(self.agent_id))
+                    chunk = [*self._steps(self._read(self._steps_after) or []),
+                             *self._waiting(agent)]
             elif item is RESYNC or (now >= next_poll and not self.context.hub.connected):
                 # Messages were missed, or none can arrive: the record has everything.
                 # (While they flow, a lost step shows up as a gap in seq, and the hub's
@@ -315,6 +326,11 @@ class AgentStream:
             yield sse("cancelled", summary)
         self.finished = True
         yield sse("done", summary)
+
+    def _waiting(self, agent: Agent | None) -> Iterator[bytes]:
+        """The `waiting` event (CONTRACT §4) if the agent waits for an approval."""
+        if agent is not None and agent.status is AgentStatus.WAITING and agent.waiting_for:
+            yield sse("waiting", waiting_event(agent))
 
     def _steps(self, steps: list[Step]) -> Iterator[bytes]:
         for step in steps:

@@ -48,7 +48,15 @@ def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
         "content": step.content,
         "created_at": isoformat(step.created_at),
         "duration_ms": step.duration_ms,
+        "call_id": step.call_id,
     }
+
+
+def waiting_event(agent: Agent) -> dict[str, Any]:
+    """The SSE data of a `waiting` event (CONTRACT §4): the call the agent waits on."""
+    waiting = agent.waiting_for or {}
+    return {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
+            "tool": waiting.get("tool"), "input": waiting.get("input")}
 
 
 def status_event(agent: Agent) -> dict[str, Any]:
