@@ -180,8 +180,8 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
     ]
     if waiting := agent.get("waiting_for"):
         call = f"{waiting.get('tool')}({json.dumps(waiting.get('input'), ensure_ascii=False)})"
-        fields.insert(2, ("waiting_for", f"{call} since {local_time(waiting.get('since'))}: "
-                                         f"jarvis-agents approve {agent['id']} [--deny]"))
+        hint = f"jarvis-agents approve {agent['id']} [--deny]"
+        fields.insert(2, ("waiting_for", f"{call} since {local_time(waiting.get('since'))}: {hint}"))
     for name, value in fields:
         if value is None or value == "":
             continue
