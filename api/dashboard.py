@@ -17,7 +17,9 @@ from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page's assets: the stylesheet, and the script's modules (it imports the others).
-ASSETS = ("dashboard.css", "dashboard.js", "form.js", "page.js", "sse.js", "views.js")
+ASSETS = (
+    "dashboard.css", "dashboard.js", "approval.js", "form.js", "page.js", "sse.js", "views.js",
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "

@@ -4,10 +4,11 @@
 // changes); the selected agent's steps arrive on its own stream (sse.js). Both are
 // merged by `updated_at`, so an answer that was read before an event never undoes it.
 
+import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, loadTools } from "./form.js";
 import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
-import { addStep, errorStepShows, renderAgentList, stepItem } from "./views.js";
+import { addStep, renderAgentList, renderFailure, setWaiting, stepItem } from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
 const STEP_EVENTS = new Set(["think", "act", "observe", "final", "error"]);
@@ -156,6 +157,7 @@ function applyStatus(data) {
     updated_at: data.updated_at,
   });
   renderAgents();
+  if (data.status === "WAITING") fetchAgent(agent.id); // for its `waiting_for`
   if (state.selected === agent.id) {
     renderAgentHead();
     if (TERMINAL.has(agent.status)) refreshSelected();
@@ -176,6 +178,11 @@ async function fetchAgent(id, events = []) {
     renderAgents();
     if (state.selected === id) renderAgentHead();
   }
+}
+
+function showAgent() {
+  renderAgents();
+  renderAgentHead();
 }
 
 function renderAgents() {
@@ -268,6 +275,12 @@ function onAgentEvent(id, name, data) {
     renderAgentHead();
     return false;
   }
+  if (name === "waiting") {
+    const agent = state.agents.get(id);
+    if (agent && !TERMINAL.has(agent.status)) Object.assign(agent, { status: "WAITING", waiting_for: waitingFor(data) });
+    showAgent();
+    return false;
+  }
   if (name === "cancelled") {
     if (!$("steps").querySelector('.step[data-type="CANCELLED"]')) {
       $("steps").append(stepItem("CANCELLED", null, [text("The agent was cancelled.")]));
@@ -280,8 +293,7 @@ function onAgentEvent(id, name, data) {
       agent.status = data.status;
       agent.stop_reason = data.stop_reason;
     }
-    renderAgents();
-    renderAgentHead();
+    showAgent();
     refreshSelected();
     return true; // the stream is over: do not reconnect
   }
@@ -323,19 +335,10 @@ function renderAgentHead() {
   final.hidden = !(agent && status === "COMPLETED" && agent.final_answer);
   final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
   renderFailure(agent);
+  renderApproval(agent);
   if (TERMINAL.has(status)) setWaiting(null);
+  else if (status === "WAITING") setWaiting("Waiting for your approval…");
   else if ($("agent-waiting").hidden) setWaiting(status === "PENDING" ? "Waiting for a worker…" : "Thinking…");
-}
-
-/** A FAILED agent's error, unless an ERROR step already shows it. */
-function renderFailure(agent) {
-  const error = agent && agent.status === "FAILED" ? agent.error : null;
-  showError("agent-failure", error && !errorStepShows(error) ? error : null);
-}
-
-function setWaiting(message) {
-  $("agent-waiting").hidden = !message;
-  if (message) $("agent-waiting-text").textContent = message;
 }
 
 function onStep(data) {
@@ -349,8 +352,7 @@ async function cancelSelected() {
   $("cancel").disabled = true;
   try {
     remember(await api("DELETE", `/api/v1/agents/${id}`));
-    renderAgents();
-    renderAgentHead();
+    showAgent();
   } catch (error) {
     if (error.status === 401) keyRefused();
     else if (error.status === 409) refreshSelected();
@@ -378,6 +380,7 @@ function init() {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
   $("cancel").addEventListener("click", cancelSelected);
+  initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
   $("back").addEventListener("click", deselect);
   $("load-more").addEventListener("click", () =>
     loadAgents({ more: true }).catch((error) => showError("start-error", error.message)));
