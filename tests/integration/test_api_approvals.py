@@ -157,3 +157,26 @@ def test_an_unanswered_approval_times_out(api_env, start_api, start_worker, fake
         failed = wait_status(http, agent["id"], "FAILED", timeout_s=15)
         assert failed["stop_reason"] == "approval_timeout"
         assert "JARVIS_APPROVAL_TIMEOUT" in failed["error"]
+
+
+def test_the_webhook_hears_of_the_wait_then_of_the_end(api_env, start_api, start_worker, fake_ollama):
+    import json
+
+    from tests.support.webhook_receiver import WebhookReceiver
+
+    fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
+    env = {**api_env, "JARVIS_WEBHOOK_SECRET": "s3cret", "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}
+    api = start_api(env)
+    start_worker(env)
+    with WebhookReceiver(script=[200, 200]) as receiver, api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={**GATED, "webhook_url": receiver.url}).json()
+        (waiting,) = receiver.wait_for(1, timeout_s=20)
+        assert waiting.header("X-Jarvis-Event") == "agent.waiting"
+        body = json.loads(waiting.body)
+        assert body["id"] == agent["id"] and body["status"] == "WAITING"
+        assert body["waiting_for"]["tool"] == "calculate"
+        http.post(f"/api/v1/agents/{agent['id']}/approval",
+                  json={"call_id": body["waiting_for"]["call_id"], "approve": True})
+        ended = receiver.wait_for(2, timeout_s=20)[1]
+        assert ended.header("X-Jarvis-Event") == "agent.completed"
+        assert ended.header("webhook-id") != waiting.header("webhook-id")
