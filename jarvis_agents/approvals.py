@@ -55,6 +55,8 @@ class ApprovalGate:
         self.always = frozenset(name.strip().lower() for name in always if name.strip())
 
     def needs_approval(self, agent: Agent, tool: str | None) -> bool:
+        if not self.always and not agent.approve_tools:
+            return False  # the common case costs one test
         gated = self.always | {name.lower() for name in agent.approve_tools or ()}
         return bool(gated) and (ALL_TOOLS in gated or (tool or "").lower() in gated)
 
