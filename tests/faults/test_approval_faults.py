@@ -78,10 +78,21 @@ def waiting_agent(system: System) -> Any:
     return system.repository.get(agent.id)
 
 
-def assert_ran_once(system: System, search: SearchServer, agent_id: Any, *, runs: int = 1) -> None:
+def approve(system: System, waiting: Any) -> Any:
+    return system.service.approve(system.user_id, waiting.id,
+                                  call_id=waiting.waiting_for["call_id"], approve=True)
+
+
+def kill(worker: Any) -> None:
+    worker.signal(signal.SIGKILL)
+    worker.proc.wait(10)
+
+
+def assert_ran_once(system: System, search: SearchServer, agent_id: Any, *, runs: int = 1,
+                    losses: tuple[int, ...] = (0,)) -> None:
     done = system.terminal(agent_id, timeout_s=40)
     assert done.status is AgentStatus.COMPLETED, (done.stop_reason, done.error)
-    assert done.final_answer == "42" and done.losses == runs - 1
+    assert done.final_answer == "42" and done.losses in losses
     steps = system.repository.steps_after(agent_id)
     observe = [s for s in steps if s.type is StepType.OBSERVE]
     act = next(s for s in steps if s.type is StepType.ACT)
@@ -96,10 +107,8 @@ def test_a_worker_killed_while_the_agent_waits_loses_nothing(
     system, search = search_system
     first = start_worker(system.env)
     waiting = waiting_agent(system)
-    first.signal(signal.SIGKILL)
-    first.proc.wait(10)
-    system.service.approve(system.user_id, waiting.id,
-                           call_id=waiting.waiting_for["call_id"], approve=True)
+    kill(first)
+    approve(system, waiting)
     start_worker(system.env)
     assert_ran_once(system, search, waiting.id)
 
@@ -113,14 +122,13 @@ def test_a_worker_killed_between_the_approval_and_the_call_runs_it_once_after(
     # take the resumed agent off the queue; then it dies, holding nothing.
     for pid in [first.proc.pid, *_descendants(first.proc.pid)]:
         os.kill(pid, signal.SIGSTOP)
-    approved = system.service.approve(system.user_id, waiting.id,
-                                      call_id=waiting.waiting_for["call_id"], approve=True)
-    assert approved.status is AgentStatus.PENDING
-    first.signal(signal.SIGKILL)
-    first.proc.wait(10)
+    assert approve(system, waiting).status is AgentStatus.PENDING
+    kill(first)
     assert search.queries == []
     start_worker(system.env)
-    assert_ran_once(system, search, waiting.id)
+    # Rarely the frozen worker had taken the agent as it froze (a loss, counted): the
+    # call still runs once, on the next worker.
+    assert_ran_once(system, search, waiting.id, losses=(0, 1))
 
 
 def test_a_worker_killed_during_the_approved_call_runs_it_again_and_observes_once(
@@ -129,12 +137,10 @@ def test_a_worker_killed_during_the_approved_call_runs_it_again_and_observes_onc
     first = start_worker(system.env)
     waiting = waiting_agent(system)
     search.open.clear()
-    system.service.approve(system.user_id, waiting.id,
-                           call_id=waiting.waiting_for["call_id"], approve=True)
+    approve(system, waiting)
     system.wait_until(lambda: len(search.queries) == 1, 20, "the approved call to start")
-    first.signal(signal.SIGKILL)
-    first.proc.wait(10)
+    kill(first)
     search.open.set()
     start_worker(system.env)
     # Its ACT was persisted and its OBSERVE was not: the call runs again (CONTRACT §3).
-    assert_ran_once(system, search, waiting.id, runs=2)
+    assert_ran_once(system, search, waiting.id, runs=2, losses=(1,))
