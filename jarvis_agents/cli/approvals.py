@@ -66,7 +66,10 @@ def asker(client: JarvisClient, agent_id: str) -> Callable[[dict[str, Any]], Non
     def ask(waiting: dict[str, Any]) -> None:
         from jarvis_agents.cli.client import ApiError
 
-        approved = click.confirm(f"approve {call_text(waiting)}?", default=False, err=True)
+        try:
+            approved = click.confirm(f"approve {call_text(waiting)}?", default=False, err=True)
+        except click.Abort:  # Ctrl-C at the question: as anywhere in `run`, it cancels
+            raise KeyboardInterrupt from None
         try:
             client.approve(agent_id, str(waiting.get("call_id")), approve=approved,
                            reason=None if approved else "the user said no")
