@@ -226,8 +226,8 @@ def _sentence(error: ErrorDetails) -> str:
     if field not in CREATE_FIELDS:
         return f"`{field}`: {error['msg'][:1].lower()}{error['msg'][1:]}"
     name, rule = CREATE_FIELDS[field]
-    if len(loc) > 1:  # an item of `tools`
-        name, rule = f"tool name #{int(loc[1]) + 1} in `tools`", "the name of a tool (GET /api/v1/tools)"
+    if len(loc) > 1:  # an item of `tools` or `approve_tools`
+        name, rule = f"tool name #{int(loc[1]) + 1} in `{field}`", "the name of a tool (GET /api/v1/tools)"
     if kind == "missing":
         return f"{name} is missing: send a JSON object such as {{\"goal\": \"What is 2 + 2?\"}}"
     if kind == "value_error":  # our own validators, which say what is wrong
