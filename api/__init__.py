@@ -7,12 +7,15 @@ each get their own app with their own connections.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
 from jarvis_agents.config import Settings
 from jarvis_agents.service import AgentService
+
+if TYPE_CHECKING:
+    from jarvis_agents.events import EventHub
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -29,8 +32,8 @@ def create_app(
     from api import agents, auth, errors, health, openapi, params, streaming
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
-    from api.hub import EventHub
     from api.stream_slots import StreamSlots
+    from jarvis_agents import tracing
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.store import open_repository
@@ -38,8 +41,10 @@ def create_app(
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.addresses import check_webhook_url
     from workers.celery_app import CeleryDispatcher, create_celery
+    from workers.tracing import traced_dispatcher
 
     settings = settings or Settings.from_env()
+    traced = tracing.configure(settings, service="jarvis-agents-api")
     with ToolRegistry.default(settings) as registry:
         own_tools = registry.describe()
     closers: list[Any] = []
@@ -50,18 +55,22 @@ def create_app(
         closers.append(redis.close)
     # MCP tools are the ones the workers have and publish (jarvis_agents/tools/mcp/published.py).
     tools = PublishedTools(redis, static=own_tools, servers=settings.mcp_servers)
+    timing = timing or StreamTiming()
     if service is None:
         repository = open_repository(settings, pool_size=20)
         closers.append(repository.engine.dispose)
+        # The streams' hub is the bus's subscribe side: one pub/sub connection.
+        hub = event_hub(redis, repository, timing)
         service = AgentService(
             repository=repository,
             settings=settings,
-            dispatcher=CeleryDispatcher(create_celery(settings)),
-            events=RedisEventBus(redis),
+            dispatcher=traced_dispatcher(CeleryDispatcher(create_celery(settings))),
+            events=RedisEventBus(redis, hub=hub),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),
         )
-    hub = EventHub(redis)
+    else:
+        hub = event_hub(redis, service.repository, timing)
 
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
@@ -69,7 +78,7 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined] - keep the documented field order
     context = ApiContext(
         settings=settings, service=service, repository=service.repository, redis=redis, hub=hub,
-        tools=tools, timing=timing or StreamTiming(), closers=closers,
+        tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
         metrics_registry=health.metrics_registry(service.repository, redis, hub),
@@ -82,5 +91,23 @@ def create_app(
     auth.install(app, auth.UserCache(service.repository))
     for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
+    if traced:
+        _instrument(app)
+        closers.append(tracing.flush)
     return app
 
+
+def _instrument(app: Flask) -> None:
+    """A span per request (a create's is the root of its agent's trace), the probes and
+    the scrapes left out."""
+    from opentelemetry.instrumentation.flask import FlaskInstrumentor
+
+    FlaskInstrumentor().instrument_app(app, excluded_urls="/healthz,/readyz,/metrics")
+
+
+def event_hub(redis: Any, repository: Any, timing: Any) -> EventHub:
+    """The process's one pub/sub connection for its streams; its status check reads the
+    watched agents from `repository` every `timing.recheck_s`."""
+    from jarvis_agents.events import EventHub, ended_agents
+
+    return EventHub(redis, read_ended=ended_agents(repository), recheck_s=timing.recheck_s)

@@ -10,9 +10,8 @@ from flask import Blueprint, Response, jsonify
 from api import params
 from api.auth import current_user
 from api.context import ctx
-from api.hub import CLOSED
-from jarvis_agents.events import AGENT_CHANNEL, Message
-from jarvis_agents.lifecycle import TERMINAL, Agent
+from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Message, is_terminal_status
+from jarvis_agents.lifecycle import Agent
 
 bp = Blueprint("agents", __name__, url_prefix="/api/v1")
 
@@ -24,7 +23,8 @@ MAX_PAGE = 100
 @bp.post("/agents")
 def create_agent() -> Response:
     request_, key = params.create_request()
-    agent, _created = ctx().service.create(current_user().id, request_, idempotency_key=key)
+    agent, _created = ctx().service.create(
+        current_user().id, request_, idempotency_key=key, traceparent=params.traceparent())
     # A repeat of an Idempotency-Key replays the first answer (202, the same agent),
     # as idempotent APIs do; `_created` only decides whether anything was enqueued.
     return agent_response(agent, 202)
@@ -36,7 +36,8 @@ def list_agents() -> Response:
     limit = params.query_int("limit", default=DEFAULT_PAGE, low=1, high=MAX_PAGE)
     cursor = params.query_cursor()
     agents, next_cursor = ctx().service.list(
-        current_user().id, status=status, limit=limit, cursor=cursor
+        current_user().id, status=status, limit=limit, cursor=cursor,
+        thread_id=params.query_thread_id(),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 
@@ -79,6 +80,13 @@ def answer_approval(raw_id: str) -> Response:
     return agent_response(agent, 202)
 
 
+@bp.post("/agents/<agent_id:raw_id>/fork")
+def fork_agent(raw_id: str) -> Response:
+    agent_id = params.agent_id(raw_id)
+    agent = ctx().service.fork(current_user().id, agent_id, params.fork_request())
+    return agent_response(agent, 202)
+
+
 @bp.get("/tools")
 def list_tools() -> Response:
     return jsonify({"tools": ctx().tools.describe()})
@@ -117,6 +125,3 @@ def wait_until_terminal(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) 
             agent = context.service.get(user_id, agent_id)
     return agent
 
-
-def is_terminal_status(message: Message) -> bool:
-    return message.kind == "status" and message.data.get("status") in {s.value for s in TERMINAL}

@@ -8,9 +8,9 @@ from typing import Any
 
 from flask import current_app
 
-from api.hub import EventHub
 from api.stream_slots import StreamSlots
 from jarvis_agents.config import Settings
+from jarvis_agents.events import EventHub
 from jarvis_agents.service import AgentService
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.tools.mcp.published import PublishedTools

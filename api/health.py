@@ -18,9 +18,9 @@ from sqlalchemy import text
 
 from api.auth import public
 from api.context import ctx
-from api.hub import EventHub
 from api.scrape_cache import ScrapeCache
 from jarvis_agents.config import Settings
+from jarvis_agents.events import EventHub
 from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.llm.readiness import ModelReadiness, check_default_model, default_provider
 from jarvis_agents.store.repository import Repository

@@ -17,6 +17,7 @@ from flask import Blueprint, Response, jsonify
 from api import schemas
 from api.auth import public
 from api.context import ctx
+from api.fork_schema import ForkAgent
 from api.params import MAX_SEQ
 from jarvis_agents.lifecycle import AgentStatus
 
@@ -87,10 +88,19 @@ IDEMPOTENCY_KEY = {
     "schema": {"type": "string", "minLength": 1, "maxLength": schemas.IDEMPOTENCY_KEY_MAX_CHARS,
                "pattern": schemas.IDEMPOTENCY_KEY_PATTERN},
 }
+TRACEPARENT = {
+    "name": "traceparent", "in": "header", "required": False,
+    "description": "A W3C trace context: the agent joins that trace (its `trace_id`), and with "
+                   "tracing on its spans are children of the caller's. One that is not valid is "
+                   "ignored, as W3C says, and the agent starts a trace of its own.",
+    "schema": {"type": "string"},
+}
 CREATE_BODY = {"required": True, "content": {JSON: {"schema": _ref("CreateAgent")}}}
 CREATE_ERRORS = {
     **BAD_REQUEST,
-    "409": _error("The Idempotency-Key was used before with a different body."),
+    "404": _error("`thread_id` names no thread of the caller (`thread_not_found`)."),
+    "409": _error("The Idempotency-Key was used before with a different body; or an agent of "
+                  "the `thread_id` has not ended yet (`thread_busy`)."),
     "413": _error("The body is larger than 64 KiB."),
     "429": _error("Too many agents PENDING or RUNNING at once (JARVIS_MAX_ACTIVE_PER_USER; "
                   "`too_many_active_agents`).", headers=RETRY_AFTER),
@@ -132,7 +142,7 @@ def _operations() -> dict[str, dict[str, Any]]:
             "post": {
                 "operationId": "createAgent", "tags": ["agents"],
                 "summary": "Create a PENDING agent and enqueue it.",
-                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
                 "responses": {
                     "202": _json("Agent", "Created and enqueued; or, for a repeat of an "
                                           "Idempotency-Key, the agent it created earlier "
@@ -152,6 +162,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                     {"name": "cursor", "in": "query", "required": False,
                      "description": "`next_cursor` of the previous page, unchanged.",
                      "schema": {"type": "string", "minLength": 1}},
+                    {"name": "thread_id", "in": "query", "required": False,
+                     "description": "Only the agents of this thread.",
+                     "schema": {"type": "string", "format": "uuid"}},
                 ],
                 "responses": {"200": _json("AgentList", "A page of agents."),
                               **BAD_REQUEST, **COMMON_ERRORS},
@@ -162,7 +175,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "createAgentStream", "tags": ["events"],
                 "summary": "Create and enqueue an agent, then stream its events; closing the "
                            "connection cancels the agent within 5 s.",
-                "parameters": [IDEMPOTENCY_KEY], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
                 "responses": {
                     "200": _sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),
@@ -232,6 +245,27 @@ def _operations() -> dict[str, dict[str, Any]]:
                 ],
                 "responses": {"200": _json("StepList", "The steps."),
                               **BAD_REQUEST, **NOT_FOUND, **COMMON_ERRORS},
+            },
+        },
+        "/api/v1/agents/{agent_id}/fork": {
+            "parameters": [AGENT_ID],
+            "post": {
+                "operationId": "forkAgent", "tags": ["agents"],
+                "summary": "A new agent whose steps 1..after_seq are copies of this ended "
+                           "agent's, going on from there (a new thread).",
+                "requestBody": {"required": True,
+                                "content": {JSON: {"schema": _ref("ForkAgent")}}},
+                "responses": {
+                    "202": _json("Agent", "The new agent, PENDING, with `forked_from`.",
+                                 headers=LOCATION),
+                    "400": _error("A malformed body, or `after_seq` not at an iteration's end "
+                                  "(`invalid_after_seq`: the message names the nearest valid "
+                                  "values)."),
+                    **NOT_FOUND,
+                    "409": _error("The agent has not ended yet (`agent_not_ended`)."),
+                    "429": CREATE_ERRORS["429"],
+                    **COMMON_ERRORS,
+                },
             },
         },
         "/api/v1/agents/{agent_id}/events": {
@@ -349,6 +383,7 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         gated["enum"] = [*tool_names, "*"]
     spec.components.schema("CreateAgent", create)
     spec.components.schema("Approval", _add_model(spec, schemas.ApprovalBody, mode="validation"))
+    spec.components.schema("ForkAgent", _add_model(spec, ForkAgent, mode="validation"))
     for model in schemas.RESPONSE_MODELS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
     for path, operations in _operations().items():

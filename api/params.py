@@ -10,6 +10,7 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flask import request
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from werkzeug.routing import BaseConverter
 
+from api.fork_schema import FORK_FIELDS, ForkAgent
 from api.schemas import (
     CREATE_FIELDS,
     IDEMPOTENCY_KEY_MAX_CHARS,
@@ -24,9 +26,10 @@ from api.schemas import (
     ApprovalBody,
     CreateAgent,
 )
+from jarvis_agents import tracing
 from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.lifecycle import AgentStatus
-from jarvis_agents.service import CreateRequest
+from jarvis_agents.service import CreateRequest, ForkRequest
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
 # A JSON-style number: what any client library writes for a float (1, 2.5, 1e-05).
@@ -79,6 +82,30 @@ def _describe_approval(exc: ValidationError) -> str:
             sentences.append(f"`{field}` must be {rule} ({msg[:1].lower()}{msg[1:]}), "
                              f"not {_shown(error.get('input'))}")
     return "; ".join(sentences)
+def fork_request() -> ForkRequest:
+    """The validated body of a fork (CONTRACT §8)."""
+    try:
+        parsed = ForkAgent.model_validate(json_object(), strict=True)
+    except ValidationError as exc:
+        raise RequestError(_describe(exc, ForkAgent.model_fields, what="a fork"), code="invalid_request") from None
+    return parsed.to_request()
+
+
+def query_thread_id() -> uuid.UUID | None:
+    raw = request.args.get("thread_id")
+    if raw is None:
+        return None
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise RequestError(f"`thread_id` must be a UUID, not {raw[:40]!r}",
+                           code="invalid_thread_id") from None
+
+
+def traceparent() -> str | None:
+    """The trace a create joins (CONTRACT §10): the request's own span when the API
+    traces (it has honoured a `traceparent` header), else the header's; None: a new one."""
+    return tracing.create_traceparent(request.headers.get("traceparent"))
 
 
 def json_object() -> dict[str, object]:
@@ -213,23 +240,26 @@ def _json_type(value: object) -> str:
     return "a number"
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, fields: Iterable[str] = (), *, what: str = "a create") -> str:
     """Pydantic's errors as sentences a person can act on: `the goal must not be blank`."""
-    return "; ".join(_sentence(error) for error in exc.errors(include_url=False)[:5])
+    takes = f"{what} takes {', '.join(fields or CreateAgent.model_fields)}"
+    return "; ".join(_sentence(error, takes) for error in exc.errors(include_url=False)[:5])
 
 
-def _sentence(error: ErrorDetails) -> str:
+def _sentence(error: ErrorDetails, takes: str) -> str:
     loc, kind, value = error["loc"], error["type"], error.get("input")
     field = str(loc[0]) if loc else "body"
     if kind == "extra_forbidden":
-        return f"unknown field `{field}` (a create takes {', '.join(CreateAgent.model_fields)})"
-    if field not in CREATE_FIELDS:
+        return f"unknown field `{field}` ({takes})"
+    words = {**CREATE_FIELDS, **FORK_FIELDS}
+    if field not in words:
         return f"`{field}`: {error['msg'][:1].lower()}{error['msg'][1:]}"
-    name, rule = CREATE_FIELDS[field]
+    name, rule = words[field]
     if len(loc) > 1:  # an item of `tools` or `approve_tools`
         name, rule = f"tool name #{int(loc[1]) + 1} in `{field}`", "the name of a tool (GET /api/v1/tools)"
     if kind == "missing":
-        return f"{name} is missing: send a JSON object such as {{\"goal\": \"What is 2 + 2?\"}}"
+        example = '{"goal": "What is 2 + 2?"}' if field == "goal" else f'{{"{field}": 0}}'
+        return f"{name} is missing: send a JSON object such as {example}"
     if kind == "value_error":  # our own validators, which say what is wrong
         return f"{name} {error['msg'].removeprefix('Value error, ')}"
     if kind == "string_too_short" and field == "goal":

@@ -47,6 +47,7 @@ CREATE_FIELDS = {
     "webhook_url": ("`webhook_url`", "an http(s) URL"),
     "approve_tools": ("`approve_tools`",
                       'a list of tool names, or ["*"] for all, whose calls wait for an approval'),
+    "thread_id": ("`thread_id`", "the id of a thread (its first agent's id), a UUID"),
 }
 APPROVAL_INPUT_MAX_CHARS = 16000
 APPROVAL_REASON_MAX_CHARS = 1000
@@ -110,6 +111,18 @@ class CreateAgent(BaseModel):
                           'JARVIS_APPROVE_TOOLS adds to it.'),
     ] = None
 
+    thread_id: Annotated[
+        Annotated[str, Field(json_schema_extra={"format": "uuid"})] | None,
+        Field(description="Continue this thread (its first agent's id): the model sees every "
+                          "earlier goal and answer of the thread first. Without it, the agent "
+                          "starts a thread of its own."),
+    ] = None
+
+    @field_validator("thread_id")
+    @classmethod
+    def _thread_is_uuid(cls, value: str | None) -> str | None:
+        return value if value is None else str(_uuid(value))
+
     @field_validator("goal")
     @classmethod
     def _goal_not_blank(cls, value: str) -> str:
@@ -149,7 +162,15 @@ class CreateAgent(BaseModel):
             tools=tuple(self.tools) if self.tools is not None else None,
             webhook_url=self.webhook_url,
             approve_tools=tuple(self.approve_tools) if self.approve_tools is not None else None,
+            thread_id=UUID(self.thread_id) if self.thread_id is not None else None,
         )
+
+
+def _uuid(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ValueError(f"must be a UUID such as 3f2c8a4e-…, not {value[:40]!r}") from None
 
 
 class ApprovalBody(BaseModel):
@@ -192,6 +213,23 @@ class WaitingFor(BaseModel):
     since: datetime
 
 
+class ForkedFrom(BaseModel):
+    model_config = ConfigDict(title="ForkedFrom")
+
+    agent_id: UUID
+    seq: int = Field(ge=0, description="Its steps 1..seq are copies of that agent's.")
+
+
+class Context(BaseModel):
+    """The earlier turns of its thread the model saw (JARVIS_CONTEXT_CHARS)."""
+
+    model_config = ConfigDict(title="Context")
+
+    turns: int = Field(ge=0, description="Earlier goals and answers given to the model.")
+    left_out: int = Field(ge=0, description="The oldest ones left out to fit the budget; the "
+                                            "model is told their goals in one short note.")
+
+
 class Agent(BaseModel):
     """An agent (CONTRACT §2)."""
 
@@ -217,6 +255,20 @@ class Agent(BaseModel):
         description="The tools whose calls wait for an approval (\"*\": all); null: none "
                     "beyond JARVIS_APPROVE_TOOLS.")
     waiting_for: WaitingFor | None = Field(description="The call it waits on while WAITING, else null.")
+    thread_id: UUID = Field(description="Its thread: its first agent's id (its own when it "
+                                        "starts one).")
+    parent_id: UUID | None = Field(description="The previous agent of its thread, or the agent "
+                                               "it was forked from.")
+    forked_from: ForkedFrom | None
+    context: Context | None = Field(description="What its thread gave its model; null when "
+                                                "nothing.")
+    trace_id: str = Field(
+        pattern="^[0-9a-f]{32}$",
+        description="The agent's trace (W3C trace id, 32 hex digits): the create's, or the "
+                    "one its `traceparent` header named; every span of the agent is in it "
+                    "when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and it is given "
+                    "whether or not traces are exported.",
+    )
 
 
 class AgentList(BaseModel):

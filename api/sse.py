@@ -1,11 +1,12 @@
 """The SSE wire format (CONTRACT §4), and live steps written without waking their stream.
 
-A hot agent watched by a thousand streams used to cost, per event, a thousand
-`json.dumps` of the same event and a thousand greenlets woken, each going through
-its generator, Werkzeug and gunicorn's chunked writer to the same `send()` (70–100
-µs per stream: the last stream got it ~100 ms after the first). Now `step_frame`
-encodes a step once, and `SocketWriter` lets the hub's reader put it straight on
-each waiting stream's socket: one `send()` per stream.
+What to tell comes from `jarvis_agents.events` (`follow`'s StepEvent and Ended); this
+module only frames it. A hot agent watched by a thousand streams used to cost, per
+event, a thousand `json.dumps` of the same event and a thousand greenlets woken,
+each going through its generator, Werkzeug and gunicorn's chunked writer to the same
+`send()` (70–100 µs per stream: the last stream got it ~100 ms after the first). Now
+`step_frame` encodes a published step once, and `SocketWriter` lets the hub's reader
+put it straight on each waiting stream's socket: one `send()` per stream.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from flask import Response
 
-from jarvis_agents.events import Message
+from jarvis_agents.events import Ended, Message, StepEvent
 
 KEEPALIVE = b": keepalive\n\n"
 
@@ -53,14 +54,29 @@ def step_frame(message: Message) -> StepFrame | None:
     cached = _last
     if cached is not None and cached.message is message:
         return cached
-    try:
-        seq = int(message.data["seq"])
-    except (KeyError, TypeError, ValueError, OverflowError):  # Infinity parses as JSON
+    event = StepEvent.of_message(message)
+    if event is None:
         return None
-    frame = sse(str(message.data.get("type", "")).lower(), message.data, event_id=seq)
-    cached = StepFrame(message, seq, frame, b"%X\r\n%s\r\n" % (len(frame), frame))
+    frame = sse(event.name, event.data, event_id=event.seq)
+    cached = StepFrame(message, event.seq, frame, b"%X\r\n%s\r\n" % (len(frame), frame))
     _last = cached
     return cached
+
+
+def step_event_frame(event: StepEvent) -> bytes:
+    """A step event as SSE; a live one from the cache its first stream filled."""
+    if event.message is not None:
+        cached = step_frame(event.message)
+        if cached is not None:
+            return cached.frame
+    return sse(event.name, event.data, event_id=event.seq)
+
+
+def ended_frames(ended: Ended) -> bytes:
+    """`cancelled` if it was, then always `done`: no ids, they are not steps."""
+    summary = ended.summary()
+    head = sse("cancelled", summary) if ended.cancelled else b""
+    return head + sse("done", summary)
 
 
 class EventStreamResponse(Response):

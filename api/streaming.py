@@ -1,15 +1,10 @@
 """Server-sent events (CONTRACT §4): an agent's steps live, and a user's status changes.
 
-An agent stream subscribes to the hub FIRST, then replays the persisted steps after
-the client's position, then relays live messages, skipping any seq it already sent.
-A seq that jumps ahead, a hub reconnect, or a terminal status makes it read the
-database for what it has not sent: a lost publish never loses a step. After the
-last step come `cancelled` (if it was) and `done`, and the stream closes.
-
-While live messages flow, a stream reads the database only for those reasons. A
-terminal status whose publish was lost is found by the hub's status check — one
-query per process every `recheck_s` for all the watched agents, not one per
-stream. While the hub has no Redis connection, each stream polls the record.
+What an agent's stream tells, and in what order, is `jarvis_agents.events.follow`'s
+business (subscribe first, replay, relay live, repair gaps, end). This module is
+the Flask response around it: the caller's stream slot, SSE framing (`api.sse`),
+keepalives, noticing a client that hung up (and, for POST /agents/stream, cancelling
+its agent).
 
 While a stream waits for live messages, the hub may write the next steps to its
 socket itself (`api.sse.SocketWriter`): one event reaches a thousand streams of a
@@ -19,7 +14,6 @@ hot agent without waking a thousand greenlets.
 from __future__ import annotations
 
 import logging
-import random
 import select
 import socket
 import time
@@ -31,21 +25,31 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from api import params
-from api.agents import agent_location, is_terminal_status
+from api.agents import agent_location
 from api.auth import current_user
 from api.context import ApiContext, ctx
-from api.hub import CLOSED, RESYNC, Subscription, ended_agents
-from api.sse import KEEPALIVE, EventStreamResponse, socket_writer, sse, step_frame
+from api.sse import (
+    KEEPALIVE,
+    EventStreamResponse,
+    SocketWriter,
+    ended_frames,
+    socket_writer,
+    sse,
+    step_event_frame,
+)
 from api.stream_slots import Slot
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import (
-    AGENT_CHANNEL,
+    CLOSED,
+    IDLE,
     USER_CHANNEL,
+    Ended,
     Message,
-    step_event,
-    waiting_event,
+    StepEvent,
+    Subscription,
+    Waiting,
+    follow,
 )
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +57,6 @@ bp = Blueprint("streaming", __name__, url_prefix="/api/v1")
 
 STATUS_FIELDS = ("agent_id", "status", "stop_reason", "step_count", "updated_at")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-POLL_S = 1.0  # how often a stream reads the record while the hub has no Redis
 
 
 @bp.post("/agents/stream")
@@ -63,7 +66,8 @@ def create_and_stream() -> Response:
     context = ctx()
     user_id = current_user().id
     with opening_stream(context) as slot:  # before the create: a 429 creates nothing
-        agent, _ = context.service.create(user_id, request_, idempotency_key=key)
+        agent, _ = context.service.create(user_id, request_, idempotency_key=key,
+                                          traceparent=params.traceparent())
         stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot)
     response = stream.response()
     response.headers["Location"] = agent_location(agent.id)
@@ -180,7 +184,7 @@ def _status_events(
 
 
 class AgentStream:
-    """One client's view of one agent's events."""
+    """One client's view of one agent's events (`follow`'s), as an SSE response."""
 
     def __init__(
         self, context: ApiContext, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int,
@@ -190,24 +194,15 @@ class AgentStream:
         self.slot = slot
         self.user_id = user_id
         self.agent_id = agent_id
-        self.last_seq = after
         self.cancel_on_hangup = cancel_on_hangup
         self.hangup = Hangup(request.environ)
-        self.finished = False
         self._response: EventStreamResponse | None = None
-        # Subscribe before reading anything, so nothing published from now on is missed;
-        # then the first read of the record (a 404 for someone else's agent).
-        engine = context.repository.engine
-        context.hub.check_ended(
-            lambda agent_ids: ended_agents(engine, agent_ids), every_s=context.timing.recheck_s
+        self._writer: SocketWriter | None = None
+        # Subscribes, then reads the agent (a 404 for someone else's) and its backlog.
+        self.follower = follow(
+            context.hub, context.repository, agent_id, after=after, user_id=user_id,
+            tick_s=context.timing.tick_s, writer=self._lend_writer,
         )
-        self.subscription = context.hub.subscribe(AGENT_CHANNEL.format(agent_id))
-        try:
-            self.agent = context.service.get(user_id, agent_id)
-            self.backlog = context.repository.steps_after(agent_id, after)
-        except BaseException:
-            self.subscription.close()
-            raise
 
     def response(self) -> Response:
         self._response = _event_stream(self._events(), on_close=self.close)
@@ -215,9 +210,9 @@ class AgentStream:
 
     def close(self) -> None:
         """Called when the response ends, whether it finished or the client hung up."""
-        self.subscription.close()
+        self.follower.close()
         self.slot.release()
-        if self.finished or not self.cancel_on_hangup or self.context.shutting_down:
+        if self.follower.finished or not self.cancel_on_hangup or self.context.shutting_down:
             return
         try:
             self.context.service.cancel(self.user_id, self.agent_id)
@@ -227,125 +222,38 @@ class AgentStream:
         except Exception as exc:  # noqa: BLE001 - a cancel that cannot reach the database
             log.warning("could not cancel agent %s after its client hung up: %s", self.agent_id, exc)
 
-    # --- the event sequence ----------------------------------------------------------
+    def _lend_writer(self) -> SocketWriter | None:
+        """Asked by the follower once the replay is told: the head is sent by now, so the
+        hub may write the next steps to the socket itself; None where it cannot."""
+        self._writer = socket_writer(self._response)
+        self._response = None  # it holds this generator: no cycle left for the GC
+        return self._writer
 
     def _events(self) -> Iterator[bytes]:
         timing = self.context.timing
         # POST /stream also writes often, in case the socket cannot be watched (Hangup).
         keepalive_s = timing.probe_s if self.cancel_on_hangup else timing.keepalive_s
         yield KEEPALIVE
-        yield from self._steps(self.backlog)
-        self.backlog = []
-        yield from self._waiting(self.agent)  # to a client that joins while it waits
-        if self.agent.is_terminal:
-            yield from self._finish()
-            return
         last_write = time.monotonic()
-        next_poll = last_write + POLL_S
-        # The head is sent by now: while this waits, the hub may write the next
-        # steps to the socket itself (api.sse.SocketWriter); None where it cannot.
-        writer = socket_writer(self._response)
-        self._response = None  # it holds this generator: no cycle left for the GC
-        # Streams opened together would wake together on every tick, a thousand
-        # hang-up checks in one burst that holds up an event arriving meanwhile; a
-        # random first wait spreads their ticks out.
-        wait_s = random.uniform(0, timing.tick_s)
-        while True:
+        for told in self.follower:
+            writer = self._writer
             if writer is not None:
-                writer.last_seq = self.last_seq
-            item = self.subscription.get(wait_s, writer=writer)
-            wait_s = timing.tick_s
-            if writer is not None:
-                self.last_seq = writer.last_seq  # what the hub wrote meanwhile
                 last_write = max(last_write, writer.wrote_at)
                 if writer.unsent and not writer.flush():
                     return  # the client left
-            now = time.monotonic()
-            if item is CLOSED:
-                return  # the server is stopping; the client reconnects with Last-Event-ID
-            if item is None and self.hangup():
-                return  # the client left: close() cancels the agent of a POST /stream
-            chunk: list[bytes] = []
-            terminal = False
-            if isinstance(item, Message):
-                if item.kind == "step":
-                    chunk = self._relay(item)
-                elif is_terminal_status(item):
-                    terminal = True
-                elif item.kind == "status" and item.data.get("status") == AgentStatus.WAITING.value:
-                    agent = self._read(lambda: self.context.repository.get(self.agent_id))
-                    chunk = [*self._steps(self._read(self._steps_after) or []),
-                             *self._waiting(agent)]
-            elif item is RESYNC or (now >= next_poll and not self.context.hub.connected):
-                # Messages were missed, or none can arrive: the record has everything.
-                # (While they flow, a lost step shows up as a gap in seq, and the hub's
-                # status check stands in for a lost terminal status.)
-                chunk, terminal = self._catch_up()
-                next_poll = now + POLL_S
-            if terminal:
-                yield from chunk
-                yield from self._finish()
+            if isinstance(told, StepEvent):
+                yield step_event_frame(told)
+                last_write = time.monotonic()
+            elif isinstance(told, Waiting):
+                yield sse("waiting", told.data)
+                last_write = time.monotonic()
+            elif isinstance(told, Ended):
+                yield ended_frames(told)
                 return
-            if chunk:
-                yield b"".join(chunk)
-                last_write = now
-            elif now - last_write >= keepalive_s:
-                yield KEEPALIVE
-                last_write = now
-
-    def _relay(self, message: Message) -> list[bytes]:
-        step = step_frame(message)
-        if step is None:
-            return []
-        seq = step.seq
-        if seq <= self.last_seq:
-            return []  # already sent (replayed from the database, or a duplicate)
-        if seq > self.last_seq + 1:
-            # A gap: some publish was lost. The database has everything up to `seq`.
-            return list(self._steps(self._read(self._steps_after) or []))
-        self.last_seq = seq
-        return [step.frame]
-
-    def _catch_up(self) -> tuple[list[bytes], bool]:
-        """The steps not sent yet, and whether the agent has ended."""
-        agent = self._read(lambda: self.context.repository.get(self.agent_id))
-        if agent is not None and agent.is_terminal:
-            return [], True  # _finish() reads the steps
-        return list(self._steps(self._read(self._steps_after) or [])), False
-
-    def _finish(self) -> Iterator[bytes]:
-        # Re-read after the terminal status: a step's publish may have been lost.
-        yield from self._steps(self._steps_after())
-        agent = self.context.repository.get(self.agent_id) or self.agent
-        summary = {
-            "agent_id": str(self.agent_id),
-            "status": agent.status.value,
-            "stop_reason": agent.stop_reason.value if agent.stop_reason else None,
-        }
-        if agent.status is AgentStatus.CANCELLED:
-            yield sse("cancelled", summary)
-        self.finished = True
-        yield sse("done", summary)
-
-    def _waiting(self, agent: Agent | None) -> Iterator[bytes]:
-        """The `waiting` event (CONTRACT §4) if the agent waits for an approval."""
-        if agent is not None and agent.status is AgentStatus.WAITING and agent.waiting_for:
-            yield sse("waiting", waiting_event(agent))
-
-    def _steps(self, steps: list[Step]) -> Iterator[bytes]:
-        for step in steps:
-            if step.seq > self.last_seq:
-                self.last_seq = step.seq
-                yield sse(step.type.value.lower(), step_event(self.agent_id, step), event_id=step.seq)
-
-    def _steps_after(self) -> list[Step]:
-        return self.context.repository.steps_after(self.agent_id, self.last_seq)
-
-    def _read(self, read: Any) -> Any:
-        """A database read that may fail mid-stream: log it and try again later."""
-        try:
-            return read()
-        except Exception as exc:  # noqa: BLE001 - the next check tries again
-            log.warning("stream of agent %s could not read the database: %s", self.agent_id, exc)
-            return None
-
+            elif told is IDLE:
+                if self.hangup():
+                    return  # the client left: close() cancels the agent of a POST /stream
+                now = time.monotonic()
+                if now - last_write >= keepalive_s:
+                    yield KEEPALIVE
+                    last_write = now

@@ -5,7 +5,7 @@ a model that takes `latency_s` per call, on ONE `jarvis-agents worker` process a
 the default `JARVIS_WORKER_CONCURRENCY` (read from `Settings`, as the worker reads
 it). The ideal makespan is what one agent alone would take, 2 × latency (4 s at
 2 s): every agent waits on the model at the same time, which needs a thread per
-agent — the default (200) fits the 200 agents in one wave, where the former 100
+agent — the default (1000) fits the 200 agents in one wave, where the former 100
 took two. The makespan runs from the first create sent to the last `completed_at`.
 """
 

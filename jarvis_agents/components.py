@@ -18,8 +18,8 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.runner import AgentRunner
-    from jarvis_agents.service import Dispatcher
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -103,9 +103,10 @@ class WorkerComponents:
 
 
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+    from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.executor import Executor, Limits
-    from jarvis_agents.llm.router import ModelRouter
+    from jarvis_agents.llm.router import ModelRouter, split_model
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.store.outages import OutageTolerantStore
@@ -126,15 +127,18 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
 
     # An agent's own database calls ride out a database restart (store/outages.py).
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
-    executor = Executor(
+    # With tracing on, the model's and the tools' calls and each attempt are spans.
+    router = ModelRouter.from_settings(settings)
+    executor = tracing.traced_executor(Executor(
         store=store,
-        model=ModelRouter.from_settings(settings),
-        tools=tools,
+        model=tracing.traced_model(
+            router, provider_of=lambda model: split_model(model, default_provider=router.default_provider)),
+        tools=tracing.traced_tools(tools),
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
         approvals=ApprovalGate(settings.approve_tools),
         timings=PrometheusTimings(),
-    )
+    ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,

@@ -18,9 +18,10 @@ DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PROVIDER
 # Agents one worker process runs at once, as threads. A waiting agent blocks on a
-# socket or a queue, so an idle thread costs little: one process keeps hundreds of
-# slow agents in flight.
-DEFAULT_WORKER_CONCURRENCY = 200
+# socket or a queue, so an idle thread costs little (about 100 KiB resident per agent in
+# flight, measured: bench scenario 6): one process keeps a thousand slow agents in flight,
+# where 200 left 1,000 agents of 4 s each to run in five waves.
+DEFAULT_WORKER_CONCURRENCY = 1000
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -59,6 +60,8 @@ class Settings:
     worker_metrics_port: int | None = None
     worker_concurrency: int = DEFAULT_WORKER_CONCURRENCY
     tool_output_max_chars: int = 4000
+    # What a thread's earlier goals and answers may take of an agent's prompt (threads.py).
+    context_chars: int = 16000
     webhook_secret: str | None = None
     webhook_allow_private: bool = False
     weather_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
@@ -67,6 +70,10 @@ class Settings:
     searxng_url: str | None = None
     duckduckgo_url: str = "https://api.duckduckgo.com/"
     log_json: bool | None = None
+    # Where spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT
+    # + /v1/traces; None (tracing off) unless OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # (jarvis_agents/tracing.py). The exporter reads its other OTEL_* variables itself.
+    otel_traces_url: str | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
     approve_tools: tuple[str, ...] = ()  # JARVIS_APPROVE_TOOLS: names, or "*" for all
     approval_timeout_s: float = 86400.0
@@ -136,6 +143,7 @@ class Settings:
                 env, "JARVIS_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, low=1, high=10000
             ),
             tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
+            context_chars=_int(env, "JARVIS_CONTEXT_CHARS", 16000, low=500),
             webhook_secret=_webhook_secret(env.get("JARVIS_WEBHOOK_SECRET") or None),
             webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
             weather_geocoding_url=_url(
@@ -148,6 +156,7 @@ class Settings:
             searxng_url=searxng_url,
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+            otel_traces_url=_otel_traces_url(env),
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
             approve_tools=tuple(
                 name.strip() for name in (env.get("JARVIS_APPROVE_TOOLS") or "").split(",")
@@ -239,6 +248,20 @@ def _webhook_secret(value: str | None) -> str | None:
                 "base64; give a whsec_ secret as issued, or a plain secret without the prefix"
             )
     return value
+
+
+def _otel_traces_url(env: Mapping[str, str]) -> str | None:
+    """The OTLP/HTTP traces URL, as OpenTelemetry derives it; None without
+    OTEL_EXPORTER_OTLP_ENDPOINT or with OTEL_SDK_DISABLED=true."""
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if not base or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    _check_url("OTEL_EXPORTER_OTLP_ENDPOINT", base, schemes={"http", "https"})
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        _check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces, schemes={"http", "https"})
+        return traces
+    return f"{base.rstrip('/')}/v1/traces"
 
 
 def _url(env: Mapping[str, str], name: str, default: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol
 
+from jarvis_agents import tracing
 from jarvis_agents.approvals import ApprovalGate, call_id_of, new_call_id
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
@@ -37,6 +38,7 @@ from jarvis_agents.lifecycle import (
 from jarvis_agents.llm.base import ChatModel, ChatRequest
 from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
+from jarvis_agents.threads import with_context
 from jarvis_agents.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -170,7 +172,8 @@ class Executor:
                         agent, state, StopReason.MAX_STEPS,
                         f"reached the step limit ({agent.max_steps}) without a final answer",
                     )
-                finished = self._iterate(agent, tools, state, deadline_at, should_stop)
+                with tracing.iteration(agent, state.next_step):
+                    finished = self._iterate(agent, tools, state, deadline_at, should_stop)
                 if finished is not None:
                     return finished
         except (Cancelled, StaleAttempt) as exc:
@@ -191,7 +194,7 @@ class Executor:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
         # The tools as they are now: an MCP server's may have come, gone or changed.
-        messages = build_messages(agent.goal, tools.listed(), state.history)
+        messages = with_context(build_messages(agent.goal, tools.listed(), state.history), agent.context)
         began = time.monotonic()
         try:
             reply = self.model.complete(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from jarvis_agents.errors import InvalidTransition
+from jarvis_agents.trace_context import new_traceparent, trace_id_of
 
 
 class AgentStatus(str, Enum):
@@ -134,6 +136,16 @@ class Agent:
     waiting_for: dict[str, Any] | None = None
     approval: dict[str, Any] | None = None
     waited_ms: int = 0
+    # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
+    thread_id: uuid.UUID | None = None
+    parent_id: uuid.UUID | None = None
+    forked_from_id: uuid.UUID | None = None
+    forked_from_seq: int | None = None
+    # What the thread's earlier agents give this one's model (jarvis_agents/threads.py).
+    context: Mapping[str, Any] | None = field(default=None, hash=False)
+    # The W3C trace context the agent's spans continue (trace_context.py); None only
+    # for an agent created before it was kept.
+    traceparent: str | None = None
 
     @classmethod
     def new(
@@ -148,10 +160,14 @@ class Agent:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
         approve_tools: tuple[str, ...] | None = None,
+        traceparent: str | None = None,
     ) -> Agent:
+        """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
+        agent_id = uuid.uuid4()
         return cls(
-            id=uuid.uuid4(),
+            id=agent_id,
+            thread_id=agent_id,
             user_id=user_id,
             goal=goal,
             model=model,
@@ -163,7 +179,14 @@ class Agent:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
             approve_tools=approve_tools,
+            traceparent=traceparent or new_traceparent(),
         )
+
+    @property
+    def trace_id(self) -> str:
+        """The agent's trace (32 hex digits); an agent older than its traceparent
+        column gets its id's, which no other agent has."""
+        return trace_id_of(self.traceparent) if self.traceparent else self.id.hex
 
     @property
     def is_terminal(self) -> bool:
@@ -246,10 +269,21 @@ class Agent:
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
             "approve_tools": list(self.approve_tools) if self.approve_tools is not None else None,
             "waiting_for": self._waiting_json(),
+            "trace_id": self.trace_id,
         }
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
         body["error"] = self.error if self.status is AgentStatus.FAILED else None
+        body["thread_id"] = str(self.thread_id or self.id)
+        body["parent_id"] = str(self.parent_id) if self.parent_id else None
+        body["forked_from"] = (
+            {"agent_id": str(self.forked_from_id), "seq": self.forked_from_seq}
+            if self.forked_from_id else None
+        )
+        body["context"] = (
+            {"turns": self.context.get("turns", 0), "left_out": self.context.get("left_out", 0)}
+            if self.context else None
+        )
         return body
 
 

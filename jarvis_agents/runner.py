@@ -27,6 +27,7 @@ from typing import Any
 
 from jarvis_agents import approvals
 from jarvis_agents.config import Settings
+from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable, first_line
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
 from jarvis_agents.executor import Executor
@@ -34,7 +35,6 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
-from jarvis_agents.service import Dispatcher
 from jarvis_agents.store.approvals import waiting_since_before
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
@@ -307,7 +307,7 @@ class AgentRunner:
                 count += 1
         self._expire_approvals(now)
         # A message prefetched by a worker that was then killed is gone with it (agent
-        # runs have no unacked bookkeeping in Redis: workers.broker), and one whose
+        # runs have no unacked bookkeeping in Redis: `ack_emulation` in workers.celery_app), and one whose
         # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
         # a no-op.
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)

@@ -1,8 +1,8 @@
 """Use cases the doors call: create, cancel, get, list, steps.
 
 The API is a thin translation of HTTP into these calls; the worker side lives in
-`runner.py`. Enqueueing is behind the Dispatcher protocol so this module knows
-nothing of Celery.
+`runner.py`. Enqueueing is behind the Dispatcher protocol (`jarvis_agents.dispatch`)
+so this module knows nothing of Celery.
 """
 
 from __future__ import annotations
@@ -12,32 +12,23 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Protocol, runtime_checkable
+
+from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents import approvals
 from jarvis_agents.approvals import ALL_TOOLS
 from jarvis_agents.config import Settings
+from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
-from jarvis_agents.events import EventBus, QueuePush
+from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 from jarvis_agents.store.repository import Repository
+from jarvis_agents.store.threads import ThreadStore, is_thread_taken
+from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
 
 log = logging.getLogger(__name__)
-
-
-class Dispatcher(Protocol):
-    """Puts agents on the queue and pulls them off it (Celery in production)."""
-
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        """Queue a run of the agent; raises DependencyUnavailable if the broker is down."""
-
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
-        """The message `enqueue` would send, ready to LPUSH onto the broker's Redis (the
-        event bus's: one REDIS_URL); None when the queue is not such a list."""
-
-    def revoke(self, task_ids: Sequence[str]) -> None:
-        """Tell workers to drop or stop these tasks (best effort)."""
 
 
 @runtime_checkable
@@ -73,6 +64,7 @@ class CreateRequest:
     tools: tuple[str, ...] | None = None
     webhook_url: str | None = None
     approve_tools: tuple[str, ...] | None = None
+    thread_id: uuid.UUID | None = None
 
     def fingerprint(self) -> str:
         """A stable hash of the body, to tell a repeat from a different request."""
@@ -81,7 +73,22 @@ class CreateRequest:
         body["approve_tools"] = list(self.approve_tools) if self.approve_tools is not None else None
         if body["approve_tools"] is None:
             del body["approve_tools"]  # a body without it hashes as it did before approvals
+        # Said only when given, so that a body without one hashes as it always has.
+        thread_id = body.pop("thread_id")
+        if thread_id is not None:
+            body["thread_id"] = str(thread_id)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ForkRequest:
+    """A validated fork body (CONTRACT §8): what differs from the original, if anything."""
+
+    after_seq: int
+    goal: str | None = None
+    model: str | None = None
+    max_steps: int | None = None
+    mode: str | None = None
 
 
 class AgentService:
@@ -101,11 +108,16 @@ class AgentService:
         self.events = events
         self.tool_names = tool_names if isinstance(tool_names, ToolNames) else FixedToolNames(tool_names)
         self.webhook_check = webhook_check
+        self.threads = ThreadStore(repository)
 
     def create(
-        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None
+        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Agent, bool]:
-        """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat."""
+        """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat.
+
+        `traceparent` is the trace the agent joins (the create request's); None starts one.
+        """
         tools = self._known_tools(request.tools)
         approve_tools = None
         if request.approve_tools is not None:
@@ -123,11 +135,23 @@ class AgentService:
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
             approve_tools=approve_tools,
+            traceparent=traceparent,
         )
         agent = replace(agent, task_id=str(agent.id))
-        agent, created = self.repository.create_agent(
-            agent, max_active=self.settings.max_active_per_user
-        )
+        if request.thread_id is not None:
+            agent = self._in_thread(agent, request.thread_id)
+        try:
+            agent, created = self.repository.create_agent(
+                agent, max_active=self.settings.max_active_per_user
+            )
+        except IntegrityError as exc:
+            if not is_thread_taken(exc):
+                raise
+            raise Conflict(
+                f"another agent of thread {request.thread_id} was created at the same time; "
+                "ask your follow-up once it has ended",
+                code="thread_busy",
+            ) from None
         if created:
             self._announce_and_enqueue(agent)
         return agent, created
@@ -158,22 +182,84 @@ class AgentService:
         self._announce_and_enqueue(agent)
         return agent
 
+    def _in_thread(self, agent: Agent, thread_id: uuid.UUID) -> Agent:
+        """The agent as the next of its thread: its parent and what the thread's earlier
+        agents give its model (jarvis_agents/threads.py). NotFound for an unknown or
+        another user's thread; Conflict while an agent of it has not ended."""
+        earlier = self.threads.agents_of_thread(agent.user_id, thread_id)
+        if not earlier:
+            raise NotFound(f"no thread with id {thread_id}", code="thread_not_found")
+        busy = next((a for a in earlier if not a.is_terminal), None)
+        # A repeat of the create that made the busy agent is answered with that agent.
+        repeat = busy is not None and agent.idempotency_key is not None and (
+            busy.idempotency_key == agent.idempotency_key)
+        if busy is not None and not repeat:
+            raise Conflict(
+                f"agent {busy.id} of thread {thread_id} is still {busy.status.value}; ask your "
+                "follow-up once it has ended (or cancel it)",
+                code="thread_busy",
+            )
+        turns = [
+            turn_of(a, () if a.status is AgentStatus.COMPLETED else self.repository.steps_after(a.id))
+            for a in earlier if a.is_terminal
+        ]
+        context = build_context(turns, budget_chars=self.settings.context_chars)
+        return replace(agent, thread_id=thread_id, parent_id=earlier[-1].id, context=context)
+
+    def fork(self, user_id: uuid.UUID, agent_id: uuid.UUID, request: ForkRequest) -> Agent:
+        """A new agent whose first steps are copies of the original's, up to
+        `request.after_seq`, queued to go on from there as a resumed agent would."""
+        original = self.get(user_id, agent_id)
+        if not original.is_terminal:
+            raise Conflict(
+                f"agent {agent_id} is still {original.status.value}; fork it once it has ended",
+                code="agent_not_ended",
+            )
+        steps = self.repository.steps_after(agent_id)
+        points = fork_points(steps)
+        if request.after_seq not in points:
+            near = " or ".join(str(p) for p in nearest(points, request.after_seq))
+            raise RequestError(
+                f"`after_seq` {request.after_seq} is not the end of an iteration of agent "
+                f"{agent_id}; the nearest valid values are {near} (0 starts over)",
+                code="invalid_after_seq",
+            )
+        copied = [s for s in steps if s.seq <= request.after_seq]
+        iterations = len({s.step for s in copied})
+        max_steps = request.max_steps or original.max_steps
+        if max_steps <= iterations:
+            raise RequestError(
+                f"`max_steps` must be more than the {iterations} iterations copied, not {max_steps}",
+                code="invalid_request",
+            )
+        agent = Agent.new(
+            user_id=user_id, goal=request.goal or original.goal,
+            model=request.model or original.model, max_steps=max_steps, tools=original.tools,
+            approve_tools=original.approve_tools,
+        )
+        agent = replace(
+            agent, task_id=str(agent.id), parent_id=original.id, forked_from_id=original.id,
+            forked_from_seq=request.after_seq, context=original.context, step_count=iterations,
+        )
+        # `mode` is validated at the door; an agent carries one once native tool calling
+        # (issue 20's `mode`) is merged, and then a fork sets it.
+        if request.mode is not None and "mode" in {f.name for f in fields(Agent)}:
+            agent = replace(agent, mode=request.mode)  # type: ignore[call-arg]
+        self.threads.insert_fork(agent, copied, max_active=self.settings.max_active_per_user)
+        self._announce_and_enqueue(agent)
+        return agent
+
     def _announce_and_enqueue(self, agent: Agent) -> None:
-        """Publish PENDING and queue the agent, in one Redis round trip when possible.
+        """Publish PENDING, then queue the agent.
 
         Only after the row is committed, so a fast worker always finds it; PENDING is
         published before the task is queued, so no RUNNING can overtake it. If the
         broker is down the agent stays PENDING with no task id, and a worker's
         sweeper enqueues it once the broker is back: nothing is lost.
         """
-        task_id = agent.task_id or str(agent.id)
+        self.events.publish_status(agent)
         try:
-            push = self.dispatcher.queue_push(agent.id, task_id=task_id)
-            if push is not None:
-                self.events.publish_status(agent, push=push)
-            else:
-                self.events.publish_status(agent)
-                self.dispatcher.enqueue(agent.id, task_id=task_id)
+            self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id))
         except DependencyUnavailable as exc:
             log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
             self.repository.forget_task(agent.id)
@@ -185,9 +271,11 @@ class AgentService:
         return agent
 
     def list(
-        self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None
+        self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None,
+        thread_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
-        return self.repository.list_agents(user_id, status=status, limit=limit, cursor=cursor)
+        return self.repository.list_agents(
+            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id)
 
     def steps(self, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int = 0) -> list[Step]:
         self.get(user_id, agent_id)

@@ -75,9 +75,11 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     from celery.signals import worker_ready, worker_shutting_down
     from prometheus_client import start_http_server
 
+    from jarvis_agents import tracing
     from jarvis_agents.components import build_worker, freeze_start_up_objects
     from jarvis_agents.logs import configure_logging
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
+    from workers.tracing import instrument_celery
 
     if concurrency is not None:
         settings = settings.with_overrides(worker_concurrency=concurrency)
@@ -91,6 +93,8 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     if settings.worker_metrics_port:
         # Planning, tool and agent latency histograms live in the worker process.
         start_http_server(settings.worker_metrics_port)
+    if tracing.configure(settings, service="jarvis-agents-worker"):
+        instrument_celery()
     app = create_celery(settings)
     components = build_worker(settings, CeleryDispatcher(app))
     app.jarvis = components  # the tasks reach the runner through their app
@@ -126,6 +130,7 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     finally:
         gc.unfreeze()  # see freeze_start_up_objects
         components.close()
+        tracing.flush()
 
 
 def _stop_when_orphaned(poll_s: float = 1.0) -> None:

@@ -8,7 +8,10 @@ import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, loadTools } from "./form.js";
 import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
-import { addStep, renderAgentList, renderFailure, setWaiting, stepItem } from "./views.js";
+import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
+import {
+  addStep, renderAgentList, renderFailure, setConnection, setWaiting, stepItem,
+} from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
 const STEP_EVENTS = new Set(["think", "act", "observe", "final", "error"]);
@@ -113,12 +116,6 @@ function startUserStream() {
   }).start();
 }
 
-function setConnection(value) {
-  const badge = $("connection");
-  badge.dataset.state = value;
-  badge.textContent = value === "connected" ? "live" : "reconnecting…";
-}
-
 /** Whether status `a` (an agent or a status event) is later than `b`'s. */
 function isLater(a, b) {
   if (TERMINAL.has(a.status) !== TERMINAL.has(b.status)) return TERMINAL.has(a.status);
@@ -204,15 +201,20 @@ async function startAgent(event) {
     const agent = await api("POST", "/api/v1/agents", body);
     showError("start-error", null);
     $("goal").value = "";
-    remember(agent); // the stream may have told of it first
-    renderAgents();
-    select(agent.id);
+    started(agent);
   } catch (error) {
     if (error.status === 401) keyRefused();
     else showError("start-error", error.message);
   } finally {
     $("start").disabled = false;
   }
+}
+
+/** An agent started here (a new one, a follow-up or a re-run): listed and selected. */
+function started(agent) {
+  remember(agent); // the stream may have told of it first
+  renderAgents();
+  select(agent.id);
 }
 
 // --- watching one agent -------------------------------------------------------------
@@ -248,6 +250,7 @@ function deselect() {
   state.steps.clear();
   state.lastSeq = 0;
   $("steps").replaceChildren();
+  forgetThread();
   showError("agent-failure", null);
   $("agent-view").hidden = true;
   $("agent-placeholder").hidden = false;
@@ -336,6 +339,7 @@ function renderAgentHead() {
   final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
   renderFailure(agent);
   renderApproval(agent);
+  renderThread(agent, { api, onSelect: select });
   if (TERMINAL.has(status)) setWaiting(null);
   else if (status === "WAITING") setWaiting("Waiting for your approval…");
   else if ($("agent-waiting").hidden) setWaiting(status === "PENDING" ? "Waiting for a worker…" : "Thinking…");
@@ -343,6 +347,7 @@ function renderAgentHead() {
 
 function onStep(data) {
   addStep(data);
+  addRerunButton(data, { agentId: state.selected, api, onCreated: started });
   if (String(data.type).toUpperCase() === "ERROR") renderFailure(state.agents.get(state.selected));
 }
 
@@ -381,6 +386,7 @@ function init() {
   });
   $("cancel").addEventListener("click", cancelSelected);
   initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
+  initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });
   $("back").addEventListener("click", deselect);
   $("load-more").addEventListener("click", () =>
     loadAgents({ more: true }).catch((error) => showError("start-error", error.message)));

@@ -99,3 +99,10 @@ export function setWaiting(message) {
   $("agent-waiting").hidden = !message;
   if (message) $("agent-waiting-text").textContent = message;
 }
+
+/** The badge of the user-wide stream: live, or reconnecting. */
+export function setConnection(value) {
+  const badge = $("connection");
+  badge.dataset.state = value;
+  badge.textContent = value === "connected" ? "live" : "reconnecting…";
+}

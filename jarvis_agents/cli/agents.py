@@ -44,8 +44,14 @@ def open_client() -> JarvisClient:
               help="Allow only this tool (repeat for several; see `jarvis-agents tools`).")
 @click.option("--approve-tool", "approve_tools", multiple=True, metavar="NAME",
               help="Calls of this tool wait for your approval (repeat for several; * for all).")
+@click.option("--thread", "thread_id", metavar="ID", default=None,
+              help="A follow-up in this thread (its first agent's id): the model sees its "
+                   "earlier goals and answers.")
+@click.option("--continue", "continue_", is_flag=True,
+              help="A follow-up in the thread of your latest agent.")
 def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
-        tools: tuple[str, ...], approve_tools: tuple[str, ...]) -> None:
+        tools: tuple[str, ...], approve_tools: tuple[str, ...], thread_id: str | None,
+        continue_: bool) -> None:
     """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
 
     When it waits for an approval, a terminal asks for it; elsewhere, answer with
@@ -55,9 +61,16 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
     from jarvis_agents.cli.approvals import asker
     from jarvis_agents.cli.terminal import make_console, print_json
 
-    options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None,
-                              "approve_tools": list(approve_tools) or None}
+    if thread_id is not None and continue_:
+        raise click.UsageError("give --thread ID or --continue, not both")
     client = open_client()
+    if continue_:
+        latest = client.list(limit=1)["agents"]
+        if not latest:
+            raise click.UsageError("--continue: you have no agent yet whose thread to continue")
+        thread_id = latest[0]["thread_id"]
+    options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None,
+                              "approve_tools": list(approve_tools) or None, "thread_id": thread_id}
     console = make_console()
     if detach:
         agent = client.create(goal, **options)
@@ -68,14 +81,53 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
         return
     started = time.monotonic()
     agent_id, stream = client.stream_create(goal, **options)
+    header = f"agent {agent_id}" + (f" (thread {thread_id})" if thread_id else "")
     try:
         status = follow(client, agent_id, stream, as_json=as_json, started=started,
-                        header=f"agent {agent_id}", rejoin=True,
+                        header=header, rejoin=True,
                         on_waiting=None if as_json else asker(client, agent_id))
     except KeyboardInterrupt:
         stream.close()
         cancel_quietly(client, agent_id)
         click.echo(f"cancelled agent {agent_id}", err=True)
+        sys.exit(130)
+    sys.exit(EXIT_CODES.get(status, 1))
+
+
+@click.command()
+@click.argument("agent_id", metavar="ID")
+@click.option("--after", "after_seq", type=click.IntRange(0), required=True, metavar="SEQ",
+              help="Copy steps 1..SEQ (0, or the last seq of an iteration; see `steps ID`).")
+@click.option("--goal", default=None, help="A new goal (default: the original's).")
+@click.option("--model", default=None, help="Another model (default: the original's).")
+@click.option("--max-steps", type=click.IntRange(1, 50), default=None, help="ReACT iterations at most.")
+@click.option("--mode", type=click.Choice(["auto", "native", "react"]), default=None,
+              help="How the model is asked to use tools (default: the original's).")
+@click.option("--detach", is_flag=True, help="Print the new agent's id and return at once.")
+@json_option
+def fork(agent_id: str, after_seq: int, goal: str | None, model: str | None,
+         max_steps: int | None, mode: str | None, detach: bool, as_json: bool) -> None:
+    """Re-run an ended agent from step SEQ: a new agent starts from copies of its steps
+    1..SEQ and goes on live; Ctrl-C cancels it. Exits like `run`."""
+    from jarvis_agents.cli.terminal import make_console, print_json
+
+    client = open_client()
+    agent = client.fork(agent_id, after_seq=after_seq, goal=goal, model=model,
+                        max_steps=max_steps, mode=mode)
+    if detach:
+        if as_json:
+            print_json(make_console(), agent)
+        else:
+            click.echo(agent["id"])
+        return
+    new_id = agent["id"]
+    try:
+        status = follow(client, new_id, client.events(new_id), as_json=as_json,
+                        started=time.monotonic(),
+                        header=f"agent {new_id}, forked from {agent_id} after step {after_seq}")
+    except KeyboardInterrupt:
+        cancel_quietly(client, new_id)
+        click.echo(f"cancelled agent {new_id}", err=True)
         sys.exit(130)
     sys.exit(EXIT_CODES.get(status, 1))
 
@@ -174,12 +226,15 @@ def cancel_quietly(client: JarvisClient, agent_id: str) -> None:
               help="Only agents in this status.")
 @click.option("--limit", type=click.IntRange(1, 100), default=None, help="At most this many (1-100).")
 @click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
+@click.option("--thread", "thread_id", metavar="ID", default=None, help="Only this thread's agents.")
 @json_option
-def list_agents(status: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
+def list_agents(status: str | None, limit: int | None, cursor: str | None, thread_id: str | None,
+                as_json: bool) -> None:
     """List your agents, newest first."""
     from jarvis_agents.cli.terminal import agents_table, make_console, print_json
 
-    page = open_client().list(status=status.upper() if status else None, limit=limit, cursor=cursor)
+    page = open_client().list(status=status.upper() if status else None, limit=limit, cursor=cursor,
+                              thread_id=thread_id)
     console = make_console()
     if as_json:
         print_json(console, page)
@@ -253,4 +308,4 @@ def tools(as_json: bool) -> None:
         tools_table(console, found)
 
 
-CLIENT_COMMANDS = (run, watch, list_agents, show, steps, cancel, tools, approve)
+CLIENT_COMMANDS = (run, fork, watch, list_agents, show, steps, cancel, tools, approve)

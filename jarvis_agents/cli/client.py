@@ -110,6 +110,7 @@ class CreateOptions(TypedDict, total=False):
     model: str | None
     tools: Sequence[str] | None
     webhook_url: str | None
+    thread_id: str | None
     idempotency_key: str | None
     approve_tools: Sequence[str] | None
 
@@ -172,11 +173,23 @@ class JarvisClient:
         )
 
     def list(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+        thread_id: str | None = None,
     ) -> dict[str, Any]:
-        """`{"agents": [...], "next_cursor": …}`, newest first."""
-        params = {k: v for k, v in (("status", status), ("limit", limit), ("cursor", cursor)) if v is not None}
+        """`{"agents": [...], "next_cursor": …}`, newest first (of one thread, with `thread_id`)."""
+        said = (("status", status), ("limit", limit), ("cursor", cursor),
+                ("thread_id", _agent_id(thread_id) if thread_id is not None else None))
+        params = {k: v for k, v in said if v is not None}
         return self._json("GET", f"{API}/agents", params=params)
+
+    def fork(self, agent_id: str, *, after_seq: int, goal: str | None = None,
+             model: str | None = None, max_steps: int | None = None,
+             mode: str | None = None) -> dict[str, Any]:
+        """A new agent from a copy of this ended one's steps 1..after_seq (202); the agent JSON."""
+        said = {"goal": goal, "model": model, "max_steps": max_steps, "mode": mode}
+        body = {"after_seq": after_seq, **{k: v for k, v in said.items() if v is not None}}
+        return self._json("POST", f"{API}/agents/{_agent_id(agent_id)}/fork", json=body,
+                          agent_id=agent_id)
 
     def steps(self, agent_id: str, *, after: int | None = None) -> list[dict[str, Any]]:
         """The agent's steps in `seq` order (those after `after`)."""

@@ -171,6 +171,12 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("max_steps", agent.get("max_steps")),
         ("step_count", agent.get("step_count")),
         ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
+        # A thread of its own and no fork: nothing worth a line.
+        ("thread", agent.get("thread_id") if agent.get("thread_id") != agent["id"] else None),
+        ("parent", agent.get("parent_id")),
+        ("forked_from", f"{agent['forked_from']['agent_id']} after step {agent['forked_from']['seq']}"
+         if agent.get("forked_from") else None),
+        ("context", _context(agent.get("context"))),
         ("created_at", local_time(agent.get("created_at"))),
         ("started_at", local_time(agent.get("started_at"))),
         ("completed_at", local_time(agent.get("completed_at"))),
@@ -189,6 +195,13 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         style = STATUS_STYLES.get(str(value), "") if name == "status" else ""
         line.append(str(value).replace("\n", "\n" + " " * 14), style=style)
         console.print(line)
+
+
+def _context(context: dict[str, Any] | None) -> str | None:
+    if not context:
+        return None
+    left_out = f", {context['left_out']} oldest left out (JARVIS_CONTEXT_CHARS)" if context["left_out"] else ""
+    return f"{context['turns']} earlier turns of its thread{left_out}"
 
 
 def steps_list(console: Console, steps: Iterable[dict[str, Any]]) -> None:

@@ -111,6 +111,15 @@ class AgentRow(Base):
     waiting_for: Mapped[dict[str, object] | None] = mapped_column(JSON)
     approval: Mapped[dict[str, object] | None] = mapped_column(JSON)
     waited_ms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Conversations and forks (CONTRACT §8; store/threads.py). A thread's id is its first
+    # agent's id; `context` is what the thread's earlier agents give this one's model.
+    thread_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    forked_from_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    forked_from_seq: Mapped[int | None] = mapped_column(Integer)
+    context: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    # The W3C trace context of the agent's trace (migration 0007): 55 characters.
+    traceparent: Mapped[str | None] = mapped_column(String(55))
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),
@@ -148,6 +157,10 @@ class AgentRow(Base):
         Index("ix_agents_user_created", "user_id", "created_at", "id"),
         Index("ix_agents_status_heartbeat", "status", "heartbeat_at"),
         Index("ix_agents_user_status", "user_id", "status"),
+        Index("ix_agents_thread", "thread_id", "created_at"),
+        # One agent of a thread at a time: two racing creates leave one winner.
+        Index("uq_agents_one_active_per_thread", "thread_id", unique=True,
+              postgresql_where=text(f"NOT {TERMINAL_SQL}"), sqlite_where=text(f"NOT {TERMINAL_SQL}")),
     )
 
 

@@ -194,9 +194,12 @@ class Repository:
         status: AgentStatus | None = None,
         limit: int = 20,
         cursor: str | None = None,
+        thread_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
+        if thread_id is not None:
+            query = query.where(agents.c.thread_id == thread_id)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:
@@ -505,6 +508,10 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "approve_tools": list(agent.approve_tools) if agent.approve_tools is not None else None,
         "waiting_for": agent.waiting_for, "approval": agent.approval,
         "waited_ms": agent.waited_ms,
+        # Threads and forks (store/threads.py): a thread's id is its first agent's.
+        "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
+        "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
+        "context": agent.context, "traceparent": agent.traceparent,
     }
 
 
@@ -523,6 +530,10 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         approve_tools=tuple(row["approve_tools"]) if row["approve_tools"] is not None else None,
         waiting_for=_json(row["waiting_for"]), approval=_json(row["approval"]),
         waited_ms=row["waited_ms"] or 0,
+        thread_id=row.get("thread_id"), parent_id=row.get("parent_id"),
+        forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
+        context=row.get("context"),
+        traceparent=row["traceparent"],
     )
 
 

@@ -91,3 +91,31 @@ def test_model_down_past_its_retries_fails_the_agent(system: System, fake_ollama
     assert done.stop_reason is not None and done.stop_reason.value == "model_error"
     assert "Ollama" in (done.error or "")
     assert "failed (attempt 2 of 3)" in worker.output()
+
+
+def test_a_fork_whose_worker_dies_in_its_first_iteration_resumes_without_copying_twice(
+    system: System, fake_ollama: Any, start_worker: Any
+) -> None:
+    """A fork resumes as any agent does: the copies are its history, written once."""
+    from jarvis_agents.service import ForkRequest
+
+    first = start_worker(system.env)
+    original = system.terminal(system.create().id, timeout_s=30)
+    assert original.status is AgentStatus.COMPLETED, original.error
+    fake_ollama.latency_s = 3.0
+    asked = len(fake_ollama.requests)
+    fork = system.service.fork(system.user_id, original.id, ForkRequest(after_seq=3))
+    # Kill while the fork's first planning call after the fork point is in flight.
+    system.wait_until(lambda: len(fake_ollama.requests) > asked, 20, "the fork's first model call")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    assert [s.seq for s in system.repository.steps_after(fork.id)] == [1, 2, 3]
+    fake_ollama.latency_s = 0.0
+    start_worker(system.env)
+    done = system.terminal(fork.id, timeout_s=40)
+    assert done.status is AgentStatus.COMPLETED and done.final_answer == "1113068", done.error
+    assert done.losses == 1
+    assert_clean_history(system, fork.id)
+    copied = system.repository.steps_after(fork.id)[:3]
+    assert [(s.seq, s.step, s.type, s.tool, s.content) for s in copied] == [
+        (s.seq, s.step, s.type, s.tool, s.content) for s in system.repository.steps_after(original.id)[:3]]

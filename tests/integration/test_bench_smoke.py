@@ -39,7 +39,7 @@ def bench_redis(request: pytest.FixtureRequest) -> list[str]:
     return ["--redis-url", request.getfixturevalue("redis_url")]
 
 
-@pytest.mark.timeout(180)  # five scenarios, ~90 s on a quiet machine
+@pytest.mark.timeout(210)  # six scenarios, ~100 s on a quiet machine
 def test_quick_bench_runs_every_scenario_to_completion(
     tmp_path: Path, pg_server_url: str, bench_redis: list[str]
 ) -> None:
@@ -67,7 +67,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         env=env,
         capture_output=True,
         text=True,
-        timeout=150,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(raw.read_text())
@@ -129,6 +129,13 @@ def test_quick_bench_runs_every_scenario_to_completion(
     hooks = results["webhooks"]  # a webhook on every agent, and none, in turn
     (hooked,) = hooks["runs"]
     assert hooked["delivered"] == hooks["sizes"]["agents"]
+    assert hooked["try_floor_ms"] > 0 and hooked["webhooks_workers_cpu_ms_per_agent"] > 0
+
+    scale = results["scale"]  # agents on one worker process at its defaults
+    assert scale["worker_concurrency"] == Settings.from_env({}).worker_concurrency
+    for n, (run,) in scale["by_agents"].items():
+        assert run["completed"] == int(n)
+        assert run["worker_cpu_s"] > 0 and run["peak_rss_mib"] > 0  # too short to see in flight
 
     numbers = [
         hooked["ratio"],
@@ -147,6 +154,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         first["persist_p50_ms"],
         step_floor["persist_p50_ms"],
         io["makespan_s"],
+        scale["by_agents"][str(scale["sizes"]["agents"][0])][0]["makespan_s"],
         fanout["spread"][0]["p99_ms"],
     ]
     assert all(isinstance(n, float) and math.isfinite(n) and n > 0 for n in numbers)

@@ -14,13 +14,21 @@ import uuid
 import pytest
 
 from tests.conftest import cli_env, free_port
-from tests.support.live_stack import LiveStack
+from tests.support.live_stack import KNOWN_MODEL, LiveStack
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 CLI = [sys.executable, "-m", "jarvis_agents.cli"]
+# What `run` prints of the calculator agent's steps.
+CALC_LINES = [
+    "THINK    I need to compute",
+    "ACT      calculate(1234 * 902)",
+    "OBSERVE  calculate → 1113068",
+    "THINK    done",
+    "FINAL    1113068",
+]
 
 
 def jarvis(stack: LiveStack, *args: str, timeout_s: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -85,13 +93,7 @@ def test_run_shows_thoughts_tool_call_observation_answer_and_time(live_stack: Li
     assert result.stderr == ""
     lines = result.stdout.splitlines()
     assert UUID.search(lines[0]) and lines[0].startswith("agent ")
-    assert lines[1:6] == [
-        "THINK    I need to compute",
-        "ACT      calculate(1234 * 902)",
-        "OBSERVE  calculate → 1113068",
-        "THINK    done",
-        "FINAL    1113068",
-    ]
+    assert lines[1:6] == CALC_LINES
     assert re.fullmatch(r"COMPLETED in \d+\.\d s, 2 steps", lines[6]), lines
     assert len(lines) == 7
 
@@ -281,3 +283,39 @@ def test_the_key_and_url_saved_by_up_are_used_when_none_is_set(live_stack: LiveS
     elsewhere = f"http://127.0.0.1:{free_port()}"  # JARVIS_URL, when set, still wins
     assert_one_line_error(jarvis(live_stack, "tools", JARVIS_URL=elsewhere, JARVIS_DATA_DIR=str(tmp_path)),
                           elsewhere)
+
+
+# --- threads and forks ----------------------------------------------------------------------
+
+
+def test_run_continue_and_thread_ask_follow_ups_and_fork_re_runs_from_a_step(live_stack: LiveStack) -> None:
+    first = jarvis(live_stack, "run", "--json", "What is 1234 * 902?")
+    assert first.returncode == 0, first.stderr
+    first_id = json.loads(first.stdout.splitlines()[-1])["agent_id"]
+
+    follow_up = jarvis(live_stack, "run", "--continue", "And what was that again?")
+    assert follow_up.returncode == 0, follow_up.stdout + follow_up.stderr
+    header = follow_up.stdout.splitlines()[0]
+    assert header.endswith(f"(thread {first_id})"), header
+    second_id = UUID.search(header).group(0)  # type: ignore[union-attr]
+    assert agent(live_stack, second_id)["parent_id"] == first_id
+
+    third = jarvis(live_stack, "run", "--detach", "--thread", first_id, "And once more?")
+    assert third.returncode == 0, third.stderr
+    done = agent(live_stack, third.stdout.strip(), wait_s=20)
+    assert (done["thread_id"], done["parent_id"]) == (first_id, second_id)
+    assert done["context"] == {"turns": 2, "left_out": 0}
+    listed = jarvis(live_stack, "list", "--json", "--thread", first_id)
+    assert [a["id"] for a in json.loads(listed.stdout)["agents"]] == [done["id"], second_id, first_id]
+
+    forked = jarvis(live_stack, "fork", first_id, "--after", "3", "--model", KNOWN_MODEL)
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    lines = forked.stdout.splitlines()
+    assert f"forked from {first_id} after step 3" in lines[0]
+    assert lines[1:6] == CALC_LINES
+
+    assert_one_line_error(jarvis(live_stack, "run", "--thread", "nope", "hi"), "`thread_id` must be a UUID")
+    assert_one_line_error(jarvis(live_stack, "fork", first_id, "--after", "2"),
+                          "the nearest valid values are 0 or 3")
+    assert_one_line_error(jarvis(live_stack, "run", "--continue", "--thread", first_id, "hi"),
+                          "not both")

@@ -6,61 +6,23 @@ losing or repeating a step, cancel, and stay usable on a 375 px wide phone."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, missing
+from tests.conftest import ROOT
+from tests.support.browser import TIMEOUT_MS, expect
 from tests.support.live_stack import KNOWN_MODEL, LiveStack
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
-
-CHROMIUM = os.environ.get("JARVIS_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+pytest_plugins = [
+    "tests.support.api_fixtures", "tests.support.live_stack_fixtures",  # the live_stack fixture
+    "tests.support.browser_fixtures",  # the browser and page fixtures
 ]
+
 ARTIFACTS = ROOT / "test-artifacts"
-TIMEOUT_MS = 20_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        missing("Chromium", f"{CHROMIUM} not found (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def page(browser: Any, live_stack: LiveStack) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_stack.url)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert errors == [], f"JavaScript errors on the page: {errors}"
-
-
-def expect(locator: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(locator)
 
 
 def sign_in(page: Any, key: str) -> None:
@@ -285,3 +247,31 @@ def test_waiting_agents_come_first_and_are_approved_edited_or_denied(page: Any, 
         expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
         rows = page.locator(".agent-row").evaluate_all("els => els.map(e => e.dataset.id)")
         assert rows == [second, newest, first]  # newest first once none waits
+
+
+def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    first = start(page, "Thread: what is 1234 * 902?")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    expect(page.locator("#thread")).to_be_hidden()  # a thread of one
+
+    page.fill("#follow-up-goal", "And what was that again?")
+    page.click("#ask")
+    expect(page.locator("#agent-goal")).to_have_text("And what was that again?")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    thread = page.locator(".thread-agent")
+    expect(thread).to_have_count(2)
+    expect(thread.nth(0)).to_contain_text("Thread: what is 1234 * 902?")
+    expect(thread.nth(0).locator(".thread-answer")).to_have_text("1113068")
+    expect(thread.nth(1)).to_have_attribute("aria-current", "true")
+
+    thread.nth(0).locator(".goal").click()
+    expect(page.locator("#agent-goal")).to_have_text("Thread: what is 1234 * 902?")
+    rerun = page.locator(".step[data-seq='3'] [data-testid='rerun']")
+    expect(rerun).to_be_visible()
+    expect(page.locator(".step[data-seq='1'] [data-testid='rerun']")).to_have_count(0)
+    rerun.click()
+    expect(page.locator("#agent-origin")).to_contain_text(f"Re-run of {first[:8]} from step #3")
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+    assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
+    expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")

@@ -1,15 +1,11 @@
-"""The hand-built task message (`CeleryDispatcher.queue_push`) against the real thing:
-kombu's own envelope from send_task, a real Celery worker that runs it and acknowledges
-it, and what is left in Redis when a worker ends: nothing of an agent's message once a
-worker has it (the database recovers agents), and what a warm shutdown puts back.
-
-The envelope is kombu's Redis transport format, stable for years but not a public API:
-if a Celery or kombu upgrade changes it, these tests say so.
+"""The enqueue (`CeleryDispatcher.enqueue`, Celery's `send_task`) against the real thing:
+a real Celery worker that runs it, and what is left in Redis when a worker ends: nothing
+of an agent's message once a worker has it (the database recovers agents; kombu's
+`ack_emulation` is off), and what a warm shutdown puts back.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import time
@@ -28,54 +24,37 @@ from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store import open_repository
 from tests.support.api_server import CALC_SCRIPT
-from workers.broker import TRANSPORT
-from workers.celery_app import (
-    QUEUE,
-    RUN_AGENT,
-    CeleryDispatcher,
-    create_celery,
-    redis_task_message,
-)
+from workers.celery_app import QUEUE, RUN_AGENT, CeleryDispatcher, create_celery
 
 pytestmark = pytest.mark.integration
 
 UNACKED = "unacked"  # kombu's Redis transport: delivery tag → [message, exchange, routing key]
 UNACKED_INDEX = "unacked_index"  # … and delivery tag → when it was delivered
-OTHER_TASK = "jarvis.other_task"  # any task but an agent run keeps kombu's bookkeeping
 
 
-def flatten(message: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in message.items():
-        if isinstance(value, dict) and value:
-            found.update(flatten(value, f"{prefix}{key}."))
-        else:
-            found[f"{prefix}{key}"] = value
-    return found
-
-
-def test_the_hand_built_message_has_kombus_envelope(redis_url: str, tmp_path: Any) -> None:
+def test_enqueue_is_one_message_on_the_queue_or_the_one_it_is_given(
+    redis_url: str, tmp_path: Any
+) -> None:
     settings = Settings.from_env({"REDIS_URL": redis_url, "JARVIS_DATA_DIR": str(tmp_path)})
     app = create_celery(settings)
     client = redis_lib.Redis.from_url(redis_url)
+    other = f"jarvis-agents-{uuid.uuid4().hex[:6]}"
     try:
         dispatcher = CeleryDispatcher(app)
         agent_id = uuid.uuid4()
-        dispatcher.enqueue(agent_id, task_id=str(agent_id))  # send_task, through kombu
+        dispatcher.enqueue(agent_id, task_id=f"{agent_id}:2")
         (raw,) = client.lrange(QUEUE, 0, -1)
-        theirs = flatten(json.loads(raw))
-        push = dispatcher.queue_push(agent_id, task_id=str(agent_id))
-        assert push is not None and push.key == QUEUE
-        ours = flatten(json.loads(push.payload))
+        message = json.loads(raw)
+        assert message["headers"]["task"] == RUN_AGENT
+        assert message["headers"]["id"] == f"{agent_id}:2"
+        assert message["properties"]["delivery_info"]["routing_key"] == QUEUE
 
-        assert ours.keys() == theirs.keys()
-        differ = {key for key in ours if ours[key] != theirs[key]}
-        # A fresh delivery tag per message; send_task names a reply queue and leaves
-        # ignore_result to the task, neither of which matters without a result backend.
-        assert differ <= {"properties.delivery_tag", "properties.reply_to",
-                          "headers.ignore_result"}, {k: (ours[k], theirs[k]) for k in differ}
-        assert base64.b64decode(ours["body"]) == base64.b64decode(theirs["body"])
+        dispatcher.enqueue(agent_id, task_id="t-other", queue=other)  # a queue of its own
+        (raw,) = client.lrange(other, 0, -1)
+        assert json.loads(raw)["headers"]["id"] == "t-other"
+        assert client.llen(QUEUE) == 1
     finally:
+        client.delete(QUEUE, other)
         client.close()
         app.close()
 
@@ -105,8 +84,7 @@ def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
     env = {
         "DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": fake_ollama.url,
         "JARVIS_MODEL": "test-model",
-        # The sweeper must not be what queues these agents: it re-enqueues through
-        # send_task, which would hide a message the worker could not read.
+        # The sweeper must not be what queues these agents: the create does.
         "JARVIS_PENDING_REQUEUE": "600", "JARVIS_HEARTBEAT_STALE": "600",
     }
     settings = Settings.from_env(env)
@@ -114,11 +92,6 @@ def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
     repository = open_repository(settings)
     client = redis_client(settings)
     app = create_celery(settings)
-
-    def no_send_task(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("create must queue with the hand-built message, not send_task")
-
-    app.send_task = no_send_task  # type: ignore[method-assign]
     service = AgentService(repository=repository, settings=settings,
                            dispatcher=CeleryDispatcher(app), events=RedisEventBus(client),
                            tool_names=["calculate"])
@@ -129,7 +102,7 @@ def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
     repository.engine.dispose()
 
 
-def test_a_real_worker_runs_the_hand_built_message_and_keeps_nothing_of_it_in_redis(
+def test_a_real_worker_runs_the_enqueued_agent_and_keeps_nothing_of_it_in_redis(
     stack: Stack, start_worker: Any, fake_ollama: Any
 ) -> None:
     fake_ollama.latency_s = 0.5
@@ -139,7 +112,7 @@ def test_a_real_worker_runs_the_hand_built_message_and_keeps_nothing_of_it_in_re
 
     stack.wait(agent.id, lambda a: a.status is AgentStatus.RUNNING, 20, "RUNNING")
     # Taken off the queue, and not in kombu's unacked hash either: an agent run is
-    # recovered by its row (workers.broker), so Redis holds nothing of it.
+    # recovered by its row (no ack emulation), so Redis holds nothing of it.
     assert stack.redis.llen(QUEUE) == 0
     assert stack.redis.hlen(UNACKED) == 0 and stack.redis.zcard(UNACKED_INDEX) == 0
 
@@ -178,48 +151,40 @@ def _consume(channel: Any, count: int) -> list[Any]:
     return messages
 
 
-def test_untracked_messages_are_still_put_back_by_a_warm_shutdown(
+def test_messages_held_unacknowledged_are_put_back_by_a_warm_shutdown(
     redis_url: str, tmp_path: Any
 ) -> None:
-    """An agent's message is kept in memory only; a channel closed before its ack (a
-    worker's warm shutdown) still puts it back, and other tasks keep kombu's bookkeeping."""
+    """An agent's message is kept in memory only while unacknowledged; a channel closed
+    before its ack (a worker's warm shutdown) still puts it back on the queue."""
     from kombu import Connection
 
     settings = Settings.from_env({"REDIS_URL": redis_url, "JARVIS_DATA_DIR": str(tmp_path)})
     app = create_celery(settings)
     client = redis_lib.Redis.from_url(redis_url)
-    agent_id = uuid.uuid4()
     try:
         dispatcher = CeleryDispatcher(app)
-        push = dispatcher.queue_push(agent_id, task_id=str(agent_id))
-        assert push is not None
-        client.lpush(QUEUE, push.payload)
-        client.lpush(QUEUE, redis_task_message(
-            app, OTHER_TASK, [str(agent_id)], task_id="other-1", queue=QUEUE,
-            origin="test"))
+        sent = [uuid.uuid4() for _ in range(2)]
+        for agent_id in sent:
+            dispatcher.enqueue(agent_id, task_id=str(agent_id))
         options = app.conf.broker_transport_options
-        with Connection(redis_url, transport=TRANSPORT, transport_options=options) as conn:
+        with Connection(redis_url, transport_options=options) as conn:
             channel = conn.channel()
             received = _consume(channel, 2)
-            # Only the other task is booked in Redis while unacknowledged.
-            (booked,) = client.hvals(UNACKED)
-            assert json.loads(booked)[0]["headers"]["task"] == OTHER_TASK
+            # Nothing is booked in Redis while they are unacknowledged.
+            assert client.hlen(UNACKED) == 0 and client.zcard(UNACKED_INDEX) == 0
             assert client.llen(QUEUE) == 0
             channel.close()  # what a worker's warm shutdown does with what it holds
 
         queued = [json.loads(raw) for raw in client.lrange(QUEUE, 0, -1)]
-        assert sorted(m["headers"]["task"] for m in queued) == sorted([RUN_AGENT, OTHER_TASK])
-        assert client.hlen(UNACKED) == 0
-        assert {m["headers"]["id"] for m in queued} == {
+        assert {m["headers"]["id"] for m in queued} == {str(a) for a in sent} == {
             r.headers["id"] for r in received}
 
-        with Connection(redis_url, transport=TRANSPORT, transport_options=options) as conn:
+        with Connection(redis_url, transport_options=options) as conn:
             channel = conn.channel()
             for message in _consume(channel, 2):
                 message.ack()
             channel.close()  # nothing left to put back
         assert client.llen(QUEUE) == 0 and client.hlen(UNACKED) == 0
-        assert client.zcard(UNACKED_INDEX) == 0
     finally:
         client.delete(QUEUE, UNACKED, UNACKED_INDEX)
         client.close()

@@ -11,8 +11,14 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis as redis_lib
 
-from api.hub import RESYNC, EventHub, Subscription
-from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message
+from jarvis_agents.events import (
+    AGENT_CHANNEL,
+    RESYNC,
+    USER_CHANNEL,
+    EventHub,
+    Message,
+    Subscription,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -21,24 +21,12 @@ from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
 from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
+from tests.support.dispatchers import NoQueue
 from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
 pytestmark = pytest.mark.integration
 
 SECRET = "s3cret"
-
-
-class NoQueue:
-    """The service's dispatcher: nothing is queued in these tests."""
-
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        return None
-
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        pass
-
-    def revoke(self, task_ids: object) -> None:
-        pass
 
 
 class Clock:

@@ -11,7 +11,8 @@ a reply being text or a `fake_replies.Turn`, and can add latency, slow chunks, H
 failures and dropped connections; it can be stopped and restarted on the same port to
 simulate an outage. Like Ollama, it notices a client that hangs up mid-reply (even
 while it is silent, before the first token) and stops replying: `hangups` counts
-them, and `connections` the connections it accepted. Run it as a process for benchmarks:
+them, `chunks` the pieces of streamed replies written, and `connections` the
+connections it accepted. Run it as a process for benchmarks:
 
     python -m tests.support.fake_ollama --port 11555 --latency 2.0 --script calc
 """
@@ -72,6 +73,7 @@ class FakeOllama:
         self._failures: deque[tuple[int, str]] = deque()
         self._drops: deque[int] = deque()
         self._hangups = 0
+        self._chunks = 0
         self._connections = 0
         self._changed = threading.Condition(self._lock)
         self._server: ModelServer | None = None
@@ -196,6 +198,17 @@ class FakeOllama:
         with self._changed:
             return self._changed.wait_for(lambda: self._hangups >= n, timeout=timeout_s)
 
+    @property
+    def chunks(self) -> int:
+        """How many pieces of streamed replies it has written (a reply under way has some)."""
+        with self._lock:
+            return self._chunks
+
+    def wait_for_chunks(self, n: int = 1, *, timeout_s: float = 5.0) -> bool:
+        """Whether `n` pieces of replies have been written, waiting up to `timeout_s`."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._chunks >= n, timeout=timeout_s)
+
     def knows(self, model: str) -> bool:
         return with_tag(model) in {with_tag(m) for m in self.models}
 
@@ -218,10 +231,11 @@ class FakeOllama:
     def _latency(self) -> float:
         return self.latency_s() if callable(self.latency_s) else self.latency_s
 
-    def _count(self, *, connection: bool = False, hangup: bool = False) -> None:
+    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False) -> None:
         with self._changed:
             self._connections += connection
             self._hangups += hangup
+            self._chunks += chunk
             self._changed.notify_all()
 
 

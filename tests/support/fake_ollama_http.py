@@ -166,6 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if index and fake.chunk_delay_s and self._pause(fake.chunk_delay_s):
                     return
                 self._write_chunk(chunk)
+                fake._count(chunk=True)
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True

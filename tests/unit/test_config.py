@@ -21,9 +21,9 @@ def test_defaults_use_an_embedded_sqlite_file(tmp_path: Path) -> None:
     assert settings.max_streams_per_user == 100
 
 
-def test_one_worker_process_runs_200_agents_at_once_by_default() -> None:
-    # Idle agents block on a socket or a queue: 200 slow agents fit in one process.
-    assert Settings.from_env({}).worker_concurrency == DEFAULT_WORKER_CONCURRENCY == 200
+def test_one_worker_process_runs_1000_agents_at_once_by_default() -> None:
+    # Idle agents block on a socket or a queue: 1,000 slow agents fit in one process.
+    assert Settings.from_env({}).worker_concurrency == DEFAULT_WORKER_CONCURRENCY == 1000
     assert Settings.from_env({"JARVIS_WORKER_CONCURRENCY": "50"}).worker_concurrency == 50
 
 

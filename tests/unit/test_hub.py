@@ -11,8 +11,16 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from api.hub import CLOSED, MAX_QUEUED, RESYNC, EventHub, Subscription
-from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, Message
+from jarvis_agents.events import (
+    AGENT_CHANNEL,
+    CLOSED,
+    RESYNC,
+    USER_CHANNEL,
+    EventHub,
+    Message,
+    Subscription,
+)
+from jarvis_agents.events.subscription import MAX_QUEUED
 
 
 class NoRedis:

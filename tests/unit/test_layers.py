@@ -59,3 +59,18 @@ def test_importing_the_core_loads_no_web_no_queue_and_no_cli() -> None:
 def test_the_check_sees_a_door_when_one_is_loaded() -> None:
     # The same check on the CLI, which does load click's doors: the test above can fail.
     assert "jarvis_agents.cli" in doors_in(loaded_after_importing(["jarvis_agents.cli"]))
+
+
+def test_the_event_room_reads_no_database_and_the_web_stream_no_store() -> None:
+    """`jarvis_agents.events` takes the store as an argument; the API's SSE module frames
+    what `follow` tells and imports nothing of the store or SQL."""
+    import ast
+
+    for path in [*sorted((ROOT / "jarvis_agents" / "events").glob("*.py")),
+                 ROOT / "api" / "streaming.py", ROOT / "api" / "sse.py"]:
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names}
+        assert not {m for m in imported if m.startswith(("sqlalchemy", "jarvis_agents.store"))}, path

@@ -35,16 +35,13 @@ import os
 import select as io_select
 import threading
 import uuid
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Protocol
 
-from sqlalchemy import Engine, select
-
-from jarvis_agents.events import AGENT_CHANNEL, Message, decode
-from jarvis_agents.lifecycle import TERMINAL
-from jarvis_agents.store.models import AgentRow
+from jarvis_agents.events.messages import AGENT_CHANNEL, Message, decode
+from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
+from jarvis_agents.lifecycle import Agent
 
 log = logging.getLogger(__name__)
 
@@ -54,128 +51,44 @@ HUB_CHANNEL: Final = "jarvis:hub"
 # How long a stream's subscribe waits for Redis to confirm that its channel is heard.
 CONFIRM_WAIT_S: Final = 1.0
 
-
-class Signal(str):
-    """A hub notice to a subscriber, as opposed to a published Message."""
-
-
-RESYNC: Final = Signal("resync")  # messages may have been missed: re-read the database
-CLOSED: Final = Signal("closed")  # the process is shutting down: end the stream
-
-MAX_QUEUED = 1000
-
 AGENT_PREFIX: Final = AGENT_CHANNEL.format("")
 IDS_PER_QUERY = 1000  # bounds a statement's size; one query each time for up to this many
 
 # Given agent ids, the status (the value, e.g. "COMPLETED") of those that have ended.
 EndedReader = Callable[[Sequence[uuid.UUID]], dict[uuid.UUID, str]]
-# Takes a message for a waiting consumer; False: queue it and wake the consumer.
-Writer = Callable[[Message], bool]
 
 
-def ended_agents(engine: Engine, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The terminal status of those of `agent_ids` that have ended, by id.
+class AgentReader(Protocol):
+    def get_many(self, agent_ids: Sequence[uuid.UUID]) -> list[Agent]: ...
 
-    SQLAlchemy Core on the API's engine, not a Repository method: a read of two
-    columns for the hub only, that builds no Agent and needs no transaction.
-    """
-    agents = AgentRow.__table__
-    ended: dict[uuid.UUID, str] = {}
-    with engine.connect() as conn:
+
+def ended_agents(store: AgentReader) -> EndedReader:
+    """The hub's status check reading `store`: of the agents given, the terminal status of
+    those that have ended, by id, in one query per IDS_PER_QUERY agents."""
+
+    def read(agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        ended: dict[uuid.UUID, str] = {}
         for start in range(0, len(agent_ids), IDS_PER_QUERY):
-            query = select(agents.c.id, agents.c.status).where(
-                agents.c.id.in_(agent_ids[start : start + IDS_PER_QUERY]),
-                agents.c.status.in_([status.value for status in TERMINAL]),
-            )
-            ended.update((row.id, row.status) for row in conn.execute(query))
-    return ended
+            for agent in store.get_many(agent_ids[start : start + IDS_PER_QUERY]):
+                if agent.is_terminal:
+                    ended[agent.id] = agent.status.value
+        return ended
 
-
-class Subscription:
-    """The messages of one channel for one consumer; close it in a `finally`.
-
-    A deque and an Event rather than a `queue.Queue`: one consumer and a few
-    producers (the hub's reader, its status check, `close`) need no lock around
-    the deque, and the Event is lighter than the Queue's mutex and three
-    Conditions (1.5 KiB less per open stream in the fan-out benchmark).
-    """
-
-    def __init__(self, hub: EventHub, channel: str) -> None:
-        self.hub = hub
-        self.channel = channel
-        self._items: deque[Message | Signal] = deque()
-        self._ready = threading.Event()  # set after every put; cleared before a wait
-        self._overflowed = False
-        # CLOSED is a flag, not an item: dropping a backlog can never lose it.
-        self._ending = False
-        self.closed = False
-        # Lent by the consumer while it waits with nothing queued; see get().
-        self.writer: Writer | None = None
-
-    def get(self, timeout_s: float, *, writer: Writer | None = None) -> Message | Signal | None:
-        """The next message or signal, or None when `timeout_s` passes quietly.
-
-        With `writer`, the hub offers it the messages that arrive while this waits
-        (`EventHub._deliver`); only what it declines is returned. The writer is lent
-        only while nothing is queued and taken back by the first `put` and on return,
-        so the consumer and the writer never act at once — given that they run on
-        one thread, as greenlets do (the only case `api.sse.socket_writer` allows).
-        """
-        if self._ending:
-            return CLOSED
-        if self._overflowed:
-            # A consumer too slow to keep up: drop the backlog, catch up from the record.
-            self._overflowed = False
-            self._items.clear()
-            return RESYNC
-        if not self._items:
-            self._ready.clear()
-            # Looked at again after the clear: a put in between has set the Event
-            # before this clear, but its item is already in the deque.
-            if not self._items:
-                self.writer = writer
-                try:
-                    self._ready.wait(timeout_s)
-                finally:
-                    self.writer = None
-                if self._ending:
-                    return CLOSED
-        try:
-            return self._items.popleft()
-        except IndexError:
-            return None
-
-    def put(self, item: Message | Signal) -> None:
-        self.writer = None  # the consumer wakes: from here on it writes, in order
-        if item is CLOSED:
-            self._ending = True
-        elif len(self._items) >= MAX_QUEUED:
-            self._overflowed = True
-        else:
-            self._items.append(item)
-        self._ready.set()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.hub.unsubscribe(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    return read
 
 
 class EventHub:
     """Fans the messages of one Redis pub/sub connection out to Subscriptions."""
 
     def __init__(
-        self, redis_client: Any, *, first_connect_wait_s: float = 2.0, max_backoff_s: float = 5.0
+        self, redis_client: Any, *, read_ended: EndedReader | None = None, recheck_s: float = 5.0,
+        first_connect_wait_s: float = 2.0, max_backoff_s: float = 5.0,
     ) -> None:
+        """`read_ended` (see `ended_agents`): the status check, every `recheck_s`, started
+        by the first subscription to an agent's channel; without it, none."""
         self.redis = redis_client
+        self.read_ended = read_ended
+        self.recheck_s = recheck_s
         self.first_connect_wait_s = first_connect_wait_s
         self.max_backoff_s = max_backoff_s
         self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
@@ -201,7 +114,9 @@ class EventHub:
 
     def subscribe(self, channel: str) -> Subscription:
         """Register for a channel's messages, from now on (join before reading the record)."""
-        subscription = Subscription(self, channel)
+        subscription = Subscription(channel, source=self)
+        if self.read_ended is not None and channel.startswith(AGENT_PREFIX):
+            self.check_ended(self.read_ended, every_s=self.recheck_s)
         if self._closing.is_set():
             subscription.put(CLOSED)
             return subscription
@@ -228,8 +143,8 @@ class EventHub:
     def check_ended(self, read_ended: EndedReader, *, every_s: float) -> None:
         """Start the status check: every `every_s`, one read for all the watched agents.
 
-        Streams call this before they subscribe: the first call starts the check
-        with its reader, later ones change nothing. A terminal status found reaches
+        The first call starts the check with its reader (`subscribe` calls it, given
+        `read_ended`), later ones change nothing. A terminal status found reaches
         the agent's subscriptions as a status Message, the same as a publish.
         """
         if self._checker is not None or self._closing.is_set():
@@ -279,10 +194,12 @@ class EventHub:
         for thread in (self._thread, self._checker):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=3)
-        if self._wake_w >= 0 and (self._thread is None or not self._thread.is_alive()):
-            wake_w, self._wake_w = self._wake_w, -1
-            os.close(wake_w)
-            os.close(self._wake_r)
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:  # two closes at once (a timer and the owner) close it once
+                wake_w, self._wake_w = self._wake_w, -1
+            if wake_w >= 0:
+                os.close(wake_w)
+                os.close(self._wake_r)
 
     # --- the reader ------------------------------------------------------------------
 
@@ -390,9 +307,7 @@ class EventHub:
         with self._lock:
             subscribers = list(self._subscriptions.get(message.channel, ()))
         for subscription in subscribers:
-            writer = subscription.writer
-            if writer is None or not writer(message):
-                subscription.put(message)
+            subscription.deliver(message)
 
     def _broadcast(self, signal: Signal) -> None:
         with self._lock:

@@ -1,7 +1,7 @@
-"""Agent events over Redis pub/sub: one channel per agent, one per user for lifecycle.
+"""The event bus on Redis pub/sub: publishes here, subscriptions through the hub.
 
 The database is the record; pub/sub only makes it live. A publish that fails is
-logged and dropped: subscribers catch up from the database (SSE replay by `seq`).
+logged and dropped: subscribers catch up from the database (`events.follow`).
 
 The worker's publishes (`publish_steps`, with or without the status that follows
 them) are combined: one published while no write is out goes at once, and the
@@ -15,98 +15,52 @@ before.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import queue
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from redis.exceptions import RedisError
-
-from jarvis_agents.errors import DependencyUnavailable
-from jarvis_agents.lifecycle import Agent, Step, isoformat
+from jarvis_agents.events.hub import EventHub
+from jarvis_agents.events.messages import (
+    AGENT_CHANNEL,
+    CONTROL_CHANNEL,
+    USER_CHANNEL,
+    encode,
+    status_event,
+    step_event,
+)
+from jarvis_agents.events.subscription import Subscription
+from jarvis_agents.lifecycle import Agent, Step
 
 log = logging.getLogger(__name__)
 
-AGENT_CHANNEL = "jarvis:agent:{}"
-USER_CHANNEL = "jarvis:user:{}"
-CONTROL_CHANNEL = "jarvis:control"
-
-
-def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
-    """The SSE data of a step event (CONTRACT §4): the type in lower case."""
-    return {
-        "agent_id": str(agent_id),
-        "seq": step.seq,
-        "step": step.step,
-        "type": step.type.value.lower(),
-        "tool": step.tool,
-        "content": step.content,
-        "created_at": isoformat(step.created_at),
-        "duration_ms": step.duration_ms,
-        "call_id": step.call_id,
-    }
-
-
-def waiting_event(agent: Agent) -> dict[str, Any]:
-    """The SSE data of a `waiting` event (CONTRACT §4): the call the agent waits on."""
-    waiting = agent.waiting_for or {}
-    return {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
-            "tool": waiting.get("tool"), "input": waiting.get("input")}
-
-
-def status_event(agent: Agent) -> dict[str, Any]:
-    return {
-        "agent_id": str(agent.id),
-        "status": agent.status.value,
-        "stop_reason": agent.stop_reason.value if agent.stop_reason else None,
-        "step_count": agent.step_count,
-        "updated_at": isoformat(agent.updated_at or agent.created_at),
-    }
-
-
-@dataclass(frozen=True)
-class QueuePush:
-    """A task message ready for a queue that is a Redis list: LPUSH `payload` onto `key`.
-
-    A dispatcher builds it (see `workers.celery_app.CeleryDispatcher.queue_push`) so
-    that the enqueue can ride in the same round trip as a status publish.
-    """
-
-    key: str
-    payload: str
-
-
-@dataclass(frozen=True)
-class Message:
-    """One message as a subscriber sees it: `kind` is "step", "status" or "cancel"."""
-
-    channel: str
-    kind: str
-    data: dict[str, Any]
-
-
-class EventBus(Protocol):
-    def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
-        """Publish step events, then with `status` the agent's status; maybe in the background."""
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
-        """Publish a status change; with `push`, also queue that message (see RedisEventBus)."""
-    def publish_cancel(self, agent_id: uuid.UUID) -> None: ...
-    def flush(self, timeout_s: float = 5.0) -> bool:
-        """Wait until what was published so far has been sent; False on timeout."""
-
-
 class RedisEventBus:
-    """Publishes to Redis; a failed publish is logged, never raised."""
+    """Publishes to Redis (a failed publish is logged, never raised); subscribes through
+    `hub`, the process's one pub/sub connection (made at the first subscribe if not given)."""
 
-    def __init__(self, redis_client: Any) -> None:
+    def __init__(self, redis_client: Any, *, hub: EventHub | None = None) -> None:
         self.redis = redis_client
+        self._hub = hub
         self._sender: _Sender | None = None
         self._sender_lock = threading.Lock()
+
+    @property
+    def hub(self) -> EventHub:
+        if self._hub is None:
+            with self._sender_lock:
+                if self._hub is None:
+                    self._hub = EventHub(self.redis)
+        return self._hub
+
+    def subscribe(self, channel: str) -> Subscription:
+        """A channel's messages from now on (subscribe before reading the record)."""
+        return self.hub.subscribe(channel)
+
+    @property
+    def connected(self) -> bool:
+        return self.hub.connected
 
     def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
         """Publish the step events (and with `status` the status after them), in order.
@@ -116,7 +70,7 @@ class RedisEventBus:
         published so far has been sent.
         """
         channel = AGENT_CHANNEL.format(agent.id)
-        messages = [(channel, _encode("step", step_event(agent.id, step))) for step in steps]
+        messages = [(channel, encode("step", step_event(agent.id, step))) for step in steps]
         if status:
             messages += _status_messages(agent)
         if messages:
@@ -136,31 +90,17 @@ class RedisEventBus:
                     sender = self._sender = _Sender(self.redis)
         return sender
 
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
-        """Publish a status change; with `push`, LPUSH it too, in the same round trip.
-
-        The Redis of this bus must be the broker's (one REDIS_URL for both). A publish
-        is best effort, a push is not: if the pipeline carrying a push fails, this
-        raises DependencyUnavailable. The client retries transient connection errors
-        first (redis-py's Retry, see `components.redis_client`); a retry may push the
-        message twice, which the claim's compare-and-set makes harmless.
-        """
+    def publish_status(self, agent: Agent) -> None:
+        """Publish a status change, on the agent's channel and its user's, in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for channel, payload in _status_messages(agent):
             pipe.publish(channel, payload)
-        if push is None:
-            self._send(pipe, agent.id)
-            return
-        pipe.lpush(push.key, push.payload)
-        try:
-            pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+        self._send(pipe, agent.id)
 
     def publish_cancel(self, agent_id: uuid.UUID) -> None:
         """Tell every worker to stop this agent now (they also see the Celery revoke)."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.publish(CONTROL_CHANNEL, _encode("cancel", {"agent_id": str(agent_id)}))
+        pipe.publish(CONTROL_CHANNEL, encode("cancel", {"agent_id": str(agent_id)}))
         self._send(pipe, agent_id)
 
     def _send(self, pipe: Any, agent_id: uuid.UUID) -> None:
@@ -168,47 +108,6 @@ class RedisEventBus:
             pipe.execute()
         except Exception as exc:  # noqa: BLE001 - the database already holds the event
             log.warning("could not publish events of agent %s: %s", agent_id, exc)
-
-
-class MemoryEventBus:
-    """An in-process bus for unit tests: records what was published, in order."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.pushes: list[QueuePush] = []  # what would have been queued, in order
-        self._lock = threading.Lock()
-        self._queues: list[queue.Queue[Message]] = []
-
-    def subscribe(self) -> queue.Queue[Message]:
-        q: queue.Queue[Message] = queue.Queue()
-        with self._lock:
-            self._queues.append(q)
-        return q
-
-    def _put(self, message: Message) -> None:
-        with self._lock:
-            self.messages.append(message)
-            for q in self._queues:
-                q.put(message)
-
-    def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
-        for step in steps:
-            self._put(Message(AGENT_CHANNEL.format(agent.id), "step", step_event(agent.id, step)))
-        if status:
-            self.publish_status(agent)
-
-    def publish_status(self, agent: Agent, *, push: QueuePush | None = None) -> None:
-        self._put(Message(AGENT_CHANNEL.format(agent.id), "status", status_event(agent)))
-        self._put(Message(USER_CHANNEL.format(agent.user_id), "status", status_event(agent)))
-        if push is not None:
-            with self._lock:
-                self.pushes.append(push)
-
-    def publish_cancel(self, agent_id: uuid.UUID) -> None:
-        self._put(Message(CONTROL_CHANNEL, "cancel", {"agent_id": str(agent_id)}))
-
-    def flush(self, timeout_s: float = 5.0) -> bool:
-        return True  # nothing is ever waiting: every publish is recorded as it is made
 
 
 _Batch = list[tuple[str, str]]  # (channel, payload) in publishing order
@@ -346,20 +245,5 @@ class _Sender:
 
 def _status_messages(agent: Agent) -> _Batch:
     """A status change as published: on the agent's channel, then on its user's."""
-    payload = _encode("status", status_event(agent))
+    payload = encode("status", status_event(agent))
     return [(AGENT_CHANNEL.format(agent.id), payload), (USER_CHANNEL.format(agent.user_id), payload)]
-
-
-def _encode(kind: str, data: dict[str, Any]) -> str:
-    return json.dumps({"kind": kind, "data": data}, separators=(",", ":"))
-
-
-def decode(channel: str | bytes, payload: str | bytes) -> Message | None:
-    """Parse a published payload; None for anything that is not ours."""
-    try:
-        body = json.loads(payload)
-        return Message(
-            channel.decode() if isinstance(channel, bytes) else channel, body["kind"], body["data"]
-        )
-    except (ValueError, KeyError, TypeError):
-        return None

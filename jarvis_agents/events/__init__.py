@@ -1,0 +1,44 @@
+"""Agent events: publish, subscribe, replay and follow.
+
+- `messages`: the channels, `Message`, `step_event` (the one builder of a step's
+  event JSON), `status_event`, `encode` / `decode`;
+- `bus`: the `EventBus` interface (publish and subscribe);
+- `redis_bus` and `memory`: the Redis bus and the in-memory bus, side by side;
+- `hub`: one Redis pub/sub connection per process, fanned out to subscriptions;
+- `subscription`: what a subscriber reads, whichever bus delivers it;
+- `follow`: subscribe, replay from the store, relay live, repair gaps, end.
+"""
+
+from jarvis_agents.events.bus import EventBus, Subscriber
+from jarvis_agents.events.follow import (
+    IDLE,
+    Ended,
+    Follower,
+    StepEvent,
+    StepSource,
+    Waiting,
+    follow,
+    is_terminal_status,
+)
+from jarvis_agents.events.hub import EventHub, ended_agents
+from jarvis_agents.events.memory import MemoryEventBus
+from jarvis_agents.events.messages import (
+    AGENT_CHANNEL,
+    CONTROL_CHANNEL,
+    USER_CHANNEL,
+    Message,
+    decode,
+    encode,
+    status_event,
+    step_event,
+    waiting_event,
+)
+from jarvis_agents.events.redis_bus import RedisEventBus
+from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
+
+__all__ = [
+    "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "USER_CHANNEL", "Ended",
+    "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message", "RedisEventBus", "Signal",
+    "StepEvent", "StepSource", "Subscriber", "Subscription", "Waiting", "decode", "encode",
+    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "waiting_event",
+]
