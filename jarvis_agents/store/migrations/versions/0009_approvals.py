@@ -9,7 +9,15 @@ agents gains `approve_tools` (the tools whose calls wait for a person), `waiting
 (time spent WAITING, which the total timeout leaves out); the status and stop_reason
 checks learn WAITING and `approval_timeout`. agent_steps gains `call_id`, which pairs
 an ACT with its OBSERVE (CONTRACT §2).
+
+Plain ADD COLUMNs. On PostgreSQL the two checks are dropped and made again. SQLite
+cannot alter a check, and rebuilding `agents` (batch mode) would drop the table, and
+with foreign keys on, every step and webhook of every agent with it (ON DELETE
+CASCADE); so on SQLite the checks' text is changed in the schema itself, as SQLite's
+ALTER TABLE documentation describes for changes that leave the stored rows valid.
 """
+
+import re
 
 import sqlalchemy as sa
 from alembic import op
@@ -19,39 +27,66 @@ down_revision = '0005'
 branch_labels = None
 depends_on = None
 
-STATUSES = ('PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED')
-STOP_REASONS = ('final_answer', 'max_steps', 'total_timeout', 'step_timeout', 'model_error',
-                'worker_lost', 'cancelled', 'approval_timeout')
-
-
-def _in(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
-def _checks(batch, statuses: tuple[str, ...], stop_reasons: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
-    batch.drop_constraint(op.f('ck_agents_status_known'), type_='check')
-    batch.drop_constraint(op.f('ck_agents_stop_reason_known'), type_='check')
-    batch.create_check_constraint(op.f('ck_agents_status_known'), _in('status', statuses))
-    batch.create_check_constraint(
-        op.f('ck_agents_stop_reason_known'),
-        f"stop_reason IS NULL OR {_in('stop_reason', stop_reasons)}")
+STATUS = 'ck_agents_status_known'
+STOP_REASON = 'ck_agents_stop_reason_known'
+NEW_VALUES = {STATUS: 'WAITING', STOP_REASON: 'approval_timeout'}
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('agents') as batch:
-        batch.add_column(sa.Column('approve_tools', sa.JSON(), nullable=True))
-        batch.add_column(sa.Column('waiting_for', sa.JSON(), nullable=True))
-        batch.add_column(sa.Column('approval', sa.JSON(), nullable=True))
-        batch.add_column(sa.Column('waited_ms', sa.Integer(), server_default='0', nullable=False))
-        _checks(batch, STATUSES, STOP_REASONS)
+    op.add_column('agents', sa.Column('approve_tools', sa.JSON(), nullable=True))
+    op.add_column('agents', sa.Column('waiting_for', sa.JSON(), nullable=True))
+    op.add_column('agents', sa.Column('approval', sa.JSON(), nullable=True))
+    op.add_column('agents', sa.Column('waited_ms', sa.Integer(), server_default='0', nullable=False))
     op.add_column('agent_steps', sa.Column('call_id', sa.String(length=64), nullable=True))
+    _checks(add=True)
 
 
 def downgrade() -> None:
-    op.drop_column('agent_steps', 'call_id')
-    with op.batch_alter_table('agents') as batch:
-        _checks(batch, tuple(s for s in STATUSES if s != 'WAITING'), STOP_REASONS[:-1])
-        batch.drop_column('waited_ms')
-        batch.drop_column('approval')
-        batch.drop_column('waiting_for')
-        batch.drop_column('approve_tools')
+    _checks(add=False)
+    for table, column in (('agent_steps', 'call_id'), ('agents', 'waited_ms'),
+                          ('agents', 'approval'), ('agents', 'waiting_for'),
+                          ('agents', 'approve_tools')):
+        op.drop_column(table, column)  # plain DROP COLUMN (SQLite ≥ 3.35), as in 0005
+
+
+def _checks(*, add: bool) -> None:
+    """Each check's value list with its new value added (or taken out again)."""
+    bind = op.get_bind()
+    if bind.dialect.name == 'sqlite':
+        _sqlite_checks(bind, add=add)
+        return
+    for name, value in NEW_VALUES.items():
+        column = 'status' if name == STATUS else 'stop_reason'
+        current = bind.execute(sa.text(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = :name"),
+            {"name": name}).scalar_one()
+        op.drop_constraint(op.f(name), 'agents', type_='check')
+        op.create_check_constraint(op.f(name), 'agents', _changed(current, column, value, add=add))
+
+
+def _changed(definition: str, column: str, value: str, *, add: bool) -> str:
+    """The check's condition with `value` added to (or taken from) its list of values."""
+    values = re.findall(r"'([^']*)'", definition)
+    values = [v for v in values if v != value] + ([value] if add else [])
+    listed = ", ".join(f"'{v}'" for v in values)
+    condition = f"{column} IN ({listed})"
+    return condition if column == 'status' else f"{column} IS NULL OR {condition}"
+
+
+def _sqlite_checks(bind, *, add: bool) -> None:  # type: ignore[no-untyped-def]
+    sql = bind.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'agents'").scalar_one()
+    for name, value in NEW_VALUES.items():
+        column = 'status' if name == STATUS else 'stop_reason'
+        # One constraint a line, as SQLAlchemy wrote the table: `CONSTRAINT … CHECK (…), `.
+        pattern = re.compile(rf"^(\s*CONSTRAINT {name} CHECK \()(.*)(\),?\s*)$", re.MULTILINE)
+        match = pattern.search(sql)
+        if match is None:
+            raise RuntimeError(f"no check {name} in the agents table's schema")
+        sql = sql[:match.start(2)] + _changed(match.group(2), column, value, add=add) + sql[match.end(2):]
+    version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
+    bind.exec_driver_sql("PRAGMA writable_schema = ON")
+    bind.exec_driver_sql(
+        "UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'agents'", (sql,))
+    bind.exec_driver_sql(f"PRAGMA schema_version = {version + 1}")
+    bind.exec_driver_sql("PRAGMA writable_schema = OFF")
