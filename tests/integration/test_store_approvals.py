@@ -90,3 +90,47 @@ def test_a_waiting_agent_can_be_cancelled_and_not_answered_after(repository: Rep
     stored = repository.get(agent.id)
     assert stored is not None and stored.status is AgentStatus.CANCELLED
     assert stored.to_json()["waiting_for"] is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_migration_keeps_every_row_and_learns_waiting(backend: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from contextlib import nullcontext
+
+    from alembic import command
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    from jarvis_agents.store.database import alembic_config, make_engine, upgrade
+    from tests.conftest import new_pg_database
+
+    made = nullcontext(f"sqlite:///{tmp_path / 'old.db'}") if backend == "sqlite" else new_pg_database()
+    with made as url:
+        upgrade(url)
+        engine, config = make_engine(url), alembic_config(url)
+
+        def migrate(move, target: str) -> None:  # type: ignore[no-untyped-def]
+            with engine.begin() as conn:
+                config.attributes["connection"] = conn
+                move(config, target)
+
+        try:
+            migrate(command.downgrade, "0009-1")  # the schema before approvals
+            repository = Repository(engine)
+            user, _ = repository.create_user("before")
+            agent = Agent.new(user_id=user.id, goal="g", model="m", max_steps=5)
+            with engine.begin() as conn:  # the columns of then only
+                conn.execute(text(
+                    "INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count,"
+                    " created_at, updated_at, attempt, losses) VALUES (:id, :user, 'g', 'PENDING',"
+                    " 'm', 5, 0, :now, :now, 0, 0)"), {"id": agent.id.hex, "user": user.id.hex, "now": utcnow()})
+                conn.execute(text(
+                    "INSERT INTO agent_steps (agent_id, seq, step, type, content, created_at,"
+                    " attempt) VALUES (:id, 1, 0, 'THINK', 'x', :now, 1)"), {"id": agent.id.hex, "now": utcnow()})
+            migrate(command.upgrade, "head")
+            assert [s.content for s in repository.steps_after(agent.id)] == ["x"]
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE agents SET status = 'WAITING'"))
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(text("UPDATE agents SET status = 'ASLEEP'"))
+        finally:
+            engine.dispose()
