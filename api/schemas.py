@@ -14,6 +14,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jarvis_agents.answers import check_schema
 from jarvis_agents.errors import RequestError
 from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
 from jarvis_agents.service import CreateRequest
@@ -47,6 +48,8 @@ CREATE_FIELDS = {
     "webhook_url": ("`webhook_url`", "an http(s) URL"),
     "approve_tools": ("`approve_tools`",
                       'a list of tool names, or ["*"] for all, whose calls wait for an approval'),
+    "mode": ("`mode`", "`auto`, `native` or `react`"),
+    "output_schema": ("`output_schema`", 'a JSON Schema object, such as {"type": "object"}'),
     "thread_id": ("`thread_id`", "the id of a thread (its first agent's id), a UUID"),
 }
 APPROVAL_INPUT_MAX_CHARS = 16000
@@ -102,6 +105,17 @@ class CreateAgent(BaseModel):
                           "the server. Its host must resolve to public addresses only, unless "
                           "the operator allows private ones."),
     ] = None
+    mode: Annotated[
+        Literal["auto", "native", "react"] | None,
+        Field(description="How the agent speaks to its model: `native` tool calling, the `react` "
+                          "text protocol, or `auto` (the default): native where the model "
+                          "supports tool calling."),
+    ] = None
+    output_schema: Annotated[
+        dict[str, Any] | None,
+        Field(description="A JSON Schema (Draft 2020-12, at most 16 KiB) the final answer must "
+                          "be JSON valid against; the parsed answer is the agent's `output`."),
+    ] = None
 
     approve_tools: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
@@ -154,6 +168,16 @@ class CreateAgent(BaseModel):
             raise ValueError(str(exc).removeprefix("webhook_url ")) from None
         return value
 
+    @field_validator("output_schema")
+    @classmethod
+    def _output_schema_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        try:
+            return check_schema(value)
+        except RequestError as exc:
+            raise ValueError(str(exc).removeprefix("`output_schema` ")) from None
+
     def to_request(self) -> CreateRequest:
         return CreateRequest(
             goal=self.goal,
@@ -162,6 +186,8 @@ class CreateAgent(BaseModel):
             tools=tuple(self.tools) if self.tools is not None else None,
             webhook_url=self.webhook_url,
             approve_tools=tuple(self.approve_tools) if self.approve_tools is not None else None,
+            mode=self.mode,
+            output_schema=self.output_schema,
             thread_id=UUID(self.thread_id) if self.thread_id is not None else None,
         )
 
@@ -255,6 +281,12 @@ class Agent(BaseModel):
         description="The tools whose calls wait for an approval (\"*\": all); null: none "
                     "beyond JARVIS_APPROVE_TOOLS.")
     waiting_for: WaitingFor | None = Field(description="The call it waits on while WAITING, else null.")
+    mode: Literal["auto", "native", "react"] = Field(
+        description="The mode asked for until the agent starts, then the one in use.")
+    usage: Usage = Field(description="Summed over the agent's model calls so far.")
+    output_schema: dict[str, Any] | None = Field(description="As given at create, or null.")
+    output: Any = Field(None, description="The parsed final answer when COMPLETED with an "
+                                          "output_schema; else null.")
     thread_id: UUID = Field(description="Its thread: its first agent's id (its own when it "
                                         "starts one).")
     parent_id: UUID | None = Field(description="The previous agent of its thread, or the agent "
@@ -269,6 +301,25 @@ class Agent(BaseModel):
                     "when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and it is given "
                     "whether or not traces are exported.",
     )
+
+
+class Usage(BaseModel):
+    """Tokens read and written and model calls made, as the model servers counted them."""
+
+    model_config = ConfigDict(title="Usage")
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    model_calls: int = Field(ge=0)
+
+
+class StepUsage(BaseModel):
+    """The tokens of the model call that produced the step's iteration."""
+
+    model_config = ConfigDict(title="StepUsage")
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
 
 
 class AgentList(BaseModel):
@@ -293,7 +344,10 @@ class Step(BaseModel):
     created_at: datetime
     duration_ms: int | None
     call_id: str | None = Field(
-        description="On ACT and OBSERVE: pairs a tool call with its result.")
+        description="On ACT and OBSERVE: pairs a tool call with its result (the model's own id "
+                    "in native mode, else one the system makes); null on other steps.")
+    usage: StepUsage | None = Field(
+        description="On the first step of an iteration: its model call's tokens; else null.")
 
 
 class StepList(BaseModel):
@@ -418,7 +472,10 @@ class StepEvent(BaseModel):
     content: str
     created_at: datetime | None = None
     duration_ms: int | None = None
-    call_id: str | None = None
+    call_id: str | None = Field(None, description="On `act` and `observe`: pairs a tool call "
+                                                  "with its result.")
+    usage: StepUsage | None = Field(None, description="On the first step of an iteration: its "
+                                                     "model call's tokens.")
 
 
 class WaitingEvent(BaseModel):

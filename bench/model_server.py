@@ -44,7 +44,9 @@ from typing import Any
 from tests.support.fake_ollama import DEFAULT_MODELS, _cut_at_stop, _with_tag
 
 TAG = re.compile(r"\[bench ([^\]]+)\]")
-MODELS = tuple(_with_tag(m) for m in DEFAULT_MODELS)
+# The model of the native-mode row: the one this server says can call tools.
+NATIVE_MODEL = "bench-native"
+MODELS = tuple(_with_tag(m) for m in (*DEFAULT_MODELS, NATIVE_MODEL))
 _MAX_HEAD = 64 * 1024
 _PIECES = re.compile(r"\s*\S+|\s+")  # a word with its leading whitespace, as Ollama streams
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 431: "Request Header Fields Too Large"}
@@ -57,6 +59,14 @@ def script_reply(turn: int, tool_calls: int) -> str:
     if turn < tool_calls:
         return f"THOUGHT: I need step {turn + 1}.\nACTION: calculate\nINPUT: {1234 + turn} * 902"
     return f"THOUGHT: I have what I need.\nFINAL_ANSWER: {1234 * 902}"
+
+
+def native_call(turn: int, tool_calls: int) -> list[dict[str, Any]]:
+    """The same script in native tool calling: a `calculate` call per turn, then none."""
+    if turn >= tool_calls:
+        return []
+    return [{"id": f"call_{turn}", "function": {
+        "name": "calculate", "arguments": {"expression": f"{1234 + turn} * 902"}}}]
 
 
 def _response(status: int, body: bytes,
@@ -80,7 +90,7 @@ class Model:
         self.latency_s = latency_s
         self.tool_calls = tool_calls
         self.calls: list[Call] = []
-        self._replies: dict[tuple[str, int, tuple[str, ...], bool], bytes] = {}
+        self._replies: dict[tuple[str, int, tuple[str, ...], bool, bool], bytes] = {}
         created = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
         entries = [
             {"name": m, "model": m, "modified_at": created, "size": 2_019_393_189,
@@ -94,20 +104,27 @@ class Model:
             ("GET", "/"): _response(200, b"Ollama is running", "text/plain; charset=utf-8"),
         }
 
-    def reply(self, model: str, turn: int, stop: tuple[str, ...], stream: bool) -> bytes:
-        """The whole HTTP response to a chat call, built once per distinct call."""
-        key = (model, turn, stop, stream)
+    def reply(self, model: str, turn: int, stop: tuple[str, ...], stream: bool,
+              native: bool = False) -> bytes:
+        """The whole HTTP response to a chat call, built once per distinct call; `native`
+        when the call offered tools (the reply then makes its calls as tool calls)."""
+        key = (model, turn, stop, stream, native)
         if (found := self._replies.get(key)) is not None:
             return found
-        text = _cut_at_stop(script_reply(turn, self.tool_calls), stop)
+        calls = native_call(turn, self.tool_calls) if native else []
+        if native:
+            text = "" if calls else str(1234 * 902)
+        else:
+            text = _cut_at_stop(script_reply(turn, self.tool_calls), stop)
         base = {"model": model, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         done = {
-            **base, "message": {"role": "assistant", "content": ""}, "done": True,
+            **base, "message": {"role": "assistant", "content": "",
+                                **({"tool_calls": calls} if calls else {})}, "done": True,
             "done_reason": "stop", "total_duration": int(self.latency_s * 1e9), "load_duration": 0,
             "prompt_eval_count": 2 * turn + 2, "eval_count": len(text.split()),
         }
         if not stream:
-            data = _json(200, {**done, "message": {"role": "assistant", "content": text}})
+            data = _json(200, {**done, "message": {**done["message"], "content": text}})
         else:
             lines = [{**base, "message": {"role": "assistant", "content": p}, "done": False}
                      for p in _PIECES.findall(text)] + [done]
@@ -191,7 +208,11 @@ class Connection(asyncio.Protocol):
             if name in MODELS:
                 payload = {"modelfile": f"FROM {name}", "parameters": "",
                            "template": "{{ .Prompt }}", "details": {"format": "gguf"},
-                           "model_info": {}, "capabilities": ["completion", "tools"]}
+                           "model_info": {},
+                           # Only NATIVE_MODEL calls tools: `auto` agents of the others
+                           # speak the text contract, as the bench's text rows measure.
+                           "capabilities": ["completion", "tools"]
+                           if name == _with_tag(NATIVE_MODEL) else ["completion"]}
                 self._send(_json(200, payload), close=close)
             else:
                 self._send(_json(404, {"error": f'model "{name}" not found'}), close=close)
@@ -213,7 +234,8 @@ class Connection(asyncio.Protocol):
         goal = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
         match = TAG.search(goal)
         stop = tuple((request.get("options") or {}).get("stop") or ())
-        reply = self.model.reply(model, turn, stop, request.get("stream", True) is not False)
+        reply = self.model.reply(model, turn, stop, request.get("stream", True) is not False,
+                                 native=bool(request.get("tools")))
         call = (match.group(1), turn, arrived) if match else None
         if self.model.latency_s > 0:
             self.waiting = True  # later requests on this connection wait for this reply

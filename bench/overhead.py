@@ -24,7 +24,9 @@ C. throughput: `agents` agents created at once by the 8 clients; each makes 4
    that load, and the CPU each process spent per agent (the workers' summed). Once
    per setting of `workers`: on 1 worker process and on one per core, as ops would
    run them (`jarvis-agents worker` is one process; it scales horizontally), each
-   at the default concurrency. A and B always use 1 worker process.
+   at the default concurrency. A and B always use 1 worker process. Then the same on
+   1 worker process in native tool calling (`mode: native`): the model calls
+   `calculate` as a tool, and the loop reads its tool calls instead of text.
 
 Per-step overhead is measured from outside the worker. The bench model server
 clocks each chat request (arrival: its first line read off the socket, before the
@@ -54,6 +56,7 @@ from typing import Any
 from bench import driver
 from bench.clients import stream_one
 from bench.driver import AgentRow, StatusListener, StepListener, StepRow, User
+from bench.model_server import NATIVE_MODEL
 from bench.processes import Process, machine_busy_s
 from bench.stack import ModelServer, Stack
 from bench.stats import latency_summary, percentile
@@ -102,7 +105,7 @@ def run(
     results: dict[str, Any] = {
         "create": [], "create_floor": [], "create_floor_threaded": [],
         "create_paced": [], "create_floor_paced": [], "create_floor_threaded_paced": [],
-        "first_event": [], "step_floor": [], "throughput": [],
+        "first_event": [], "step_floor": [], "throughput": [], "throughput_native": [],
     }
     floor, floor_url = stack.start_create_floor()
     threaded, threaded_url = stack.start_create_floor(threaded=True)
@@ -158,6 +161,17 @@ def run(
                     f"{t['agents_per_s']:.1f} agents/s, per-step overhead p50 "
                     f"{t['overhead_p50_ms']:.2f} ms (loaded)"
                 )
+            # The same agents in native tool calling, on 1 worker process: the model
+            # server's NATIVE_MODEL calls `calculate` as a tool instead of in text.
+            _scale(stack, model, workers, 1)
+            t = _throughput(stack, model, workers, users, listener, sizes, f"{r}native",
+                            extra={"model": NATIVE_MODEL, "mode": "native"})
+            results["throughput_native"].append(t)
+            log(
+                f"  scenario 1, run {r + 1}, native tool calling, 1 worker process: "
+                f"{t['agents_per_s']:.1f} agents/s, per-step overhead p50 "
+                f"{t['overhead_p50_ms']:.2f} ms (loaded)"
+            )
             if after_run is not None:
                 after_run(r)
     finally:
@@ -352,11 +366,13 @@ def _throughput(
     listener: StatusListener,
     sizes: OverheadSizes,
     run: str,
+    *,
+    extra: dict[str, Any] | None = None,
 ) -> dict:
     model.calls(clear=True)
     tags = [f"t{run}-{i}" for i in range(sizes.agents)]
     cpu0 = _cpu(stack, model, workers)
-    replies = driver.create_agents(stack, users, tags)
+    replies = driver.create_agents(stack, users, tags, extra=extra)
     ids = driver.accepted_ids(replies)
     started = min(reply.sent_at for reply in replies)
     terminal = driver.wait_terminal(stack, ids, timeout_s=sizes.timeout_s, listener=listener)

@@ -338,7 +338,29 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     ]
     for label, show in throughput:
         rows.append(f"| {label} | " + " | ".join(show(tp) for _, tp in settings) + " |")
-    return rows + [""]
+    return rows + [""] + _native(o)
+
+
+def _native(o: dict[str, Any]) -> list[str]:
+    """The native-mode row beside text mode's, both on 1 worker process."""
+    native, text = o.get("throughput_native"), dict(by_workers(o)).get(1)
+    if not native or not text:
+        return []
+    ratio = med(native, "overhead_p50_ms") / med(text, "overhead_p50_ms")
+    return [
+        (f"Native tool calling (`mode: native`, the model calling `calculate` as a tool), "
+         f"{o['sizes']['agents']} agents at once on 1 worker process, beside text mode's:"),
+        "",
+        "| metric | text (react) | native |",
+        "|---|---|---|",
+        f"| agents/s | {cell(text, 'agents_per_s')} | {cell(native, 'agents_per_s')} |",
+        (f"| per-step overhead p50 / p99 | {cell(text, 'overhead_p50_ms', 1)} / "
+         f"{cell(text, 'overhead_p99_ms', 1)} ms | {cell(native, 'overhead_p50_ms', 1)} / "
+         f"{cell(native, 'overhead_p99_ms', 1)} ms ({ratio:.2f}× text) |"),
+        (f"| CPU per agent, workers | {cell(text, 'cpu_ms_per_agent_workers')} ms | "
+         f"{cell(native, 'cpu_ms_per_agent_workers')} ms |"),
+        "",
+    ]
 
 
 def _concurrency(c: dict[str, Any]) -> list[str]:

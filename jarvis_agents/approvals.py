@@ -12,20 +12,15 @@ the person gave, or not at all (`denied: <reason>` is its observation).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol
 
 from jarvis_agents.errors import Conflict
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StopReason, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, storable, utcnow
 
 ALL_TOOLS = "*"
-
-
-def new_call_id() -> str:
-    """A call id the system makes for a tool call the model gave none (the text mode)."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def call_id_of(act: Step) -> str:
@@ -46,6 +41,11 @@ class Answer:
         """A denial's observation, for the model to go on without the call."""
         return f"denied: {self.reason or 'the call was not approved'}"
 
+    def denied(self, act: Step) -> Step:
+        """The OBSERVE row of a denied call (numbered by the caller)."""
+        return Step(0, act.step, StepType.OBSERVE, storable(self.observation), tool=act.tool,
+                    created_at=utcnow(), duration_ms=0, call_id=act.call_id)
+
 
 class ApprovalGate:
     """Which calls need a person's approval: the agent's `approve_tools` and the
@@ -60,14 +60,18 @@ class ApprovalGate:
         gated = self.always | {name.lower() for name in agent.approve_tools or ()}
         return bool(gated) and (ALL_TOOLS in gated or (tool or "").lower() in gated)
 
+    def first_waiting(self, agent: Agent, acts: Iterable[Step]) -> Step | None:
+        """The first of an iteration's calls that must wait for a person, if any."""
+        return next((act for act in acts if self.waits(agent, act)), None)
+
     def waits(self, agent: Agent, act: Step) -> bool:
         """Whether this call must wait for a person: gated, and not answered yet."""
         return self.needs_approval(agent, act.tool) and self.answer_for(agent, act) is None
 
     def answer_for(self, agent: Agent, act: Step) -> Answer | None:
         """The answer given to this very call, if any."""
-        approval = agent.approval
-        if not approval or approval.get("call_id") != call_id_of(act):
+        approval = (agent.approval or {}).get(call_id_of(act))
+        if not approval:
             return None
         edited = approval.get("input")
         return Answer(bool(approval.get("approve")),
@@ -82,6 +86,21 @@ class WaitingStore(Protocol):
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
     ) -> bool: ...
+
+
+def wait(store: WaitingStore, agent: Agent, rows: Sequence[Step], act: Step) -> Agent | None:
+    """RUNNING → WAITING on the call `act`, with the iteration's `rows`, in one transaction
+    (which also owes the `agent.waiting` webhook); None if the attempt no longer owns it."""
+    waiting = replace(
+        agent.with_waiting(call_id=call_id_of(act), tool=act.tool or "", tool_input=act.content),
+        step_count=act.step + 1,
+    )
+    if not store.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.WAITING, attempt=agent.attempt, steps=rows,
+        waiting_for=waiting.waiting_for, heartbeat_at=None, now=waiting.updated_at,
+    ):
+        return None
+    return waiting
 
 
 def answer(

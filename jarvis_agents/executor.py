@@ -2,14 +2,17 @@
 
 The loop keeps no state of its own between iterations: it rebuilds history, the
 next `step` and the next `seq` from the persisted steps, so any attempt can resume
-an agent exactly where the last one stopped. Each iteration writes its rows in
-two transactions, [THINK, ACT] then [OBSERVE], or [THINK, FINAL] together with the
-completion; a resumed attempt that finds an ACT without its OBSERVE runs the tool
-again, and nothing is ever written twice (the schema refuses it anyway). A tool
-that runs inline (offline, bounded, safe to repeat: `calculate`, `getTime`, or an
-unknown name) is called before anything is written and its iteration is one write,
-[THINK, ACT, OBSERVE]: a crash before it leaves nothing, and the resumed attempt
-plans the iteration again.
+an agent exactly where the last one stopped, and never asks the model again for a
+reply whose rows are written. What differs between the text contract and native
+tool calling (the request, the rows of a reply, how an ACT runs) is the mode's
+strategy (`jarvis_agents.modes`). Each iteration writes its rows in two
+transactions, [THINK, ACT…] then [OBSERVE…], or [THINK, FINAL] together with the
+completion; a resumed attempt that finds ACTs without their OBSERVEs runs those
+calls again, and nothing is ever written twice (the schema refuses it anyway). When
+every call of an iteration runs inline (offline, bounded, safe to repeat:
+`calculate`, `getTime`, or an unknown name), the calls are made before anything is
+written and the iteration is one write, [THINK, ACT…, OBSERVE…]: a crash before it
+leaves nothing, and the resumed attempt plans the iteration again.
 """
 
 from __future__ import annotations
@@ -18,28 +21,34 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from jarvis_agents import tracing
-from jarvis_agents.approvals import ApprovalGate, call_id_of, new_call_id
+from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
+from jarvis_agents.approvals import ApprovalGate, wait
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
     Agent,
+    AgentMode,
     AgentStatus,
     Step,
     StepType,
     StopReason,
+    Usage,
     storable,
     utcnow,
 )
-from jarvis_agents.llm.base import ChatModel, ChatRequest
-from jarvis_agents.react.parser import Action, FinalAnswer, parse_reply
-from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
+from jarvis_agents.llm.base import ChatModel
+from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.threads import with_context
 from jarvis_agents.tools.registry import ToolRegistry
+
+# At most this many tool calls of one reply run at once.
+MAX_PARALLEL_CALLS = 8
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,7 @@ class StepStore(Protocol):
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
     ) -> bool: ...
+    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None: ...
 
 
 class Timings(Protocol):
@@ -64,6 +74,7 @@ class Timings(Protocol):
     def tool(self, name: str, seconds: float) -> None: ...
     def step(self, kind: str) -> None: ...
     def agent(self, status: str, seconds: float) -> None: ...
+    def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None: ...
 
 
 class _NoTimings:
@@ -77,6 +88,9 @@ class _NoTimings:
         pass
 
     def agent(self, status: str, seconds: float) -> None:
+        pass
+
+    def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None:
         pass
 
 
@@ -93,16 +107,25 @@ class _State:
     history: list[Step]
     next_step: int
     next_seq: int
-    pending_act: Step | None  # an ACT whose OBSERVE was never written
+    pending_acts: list[Step]  # ACTs of the last iteration whose OBSERVE was never written
 
     @classmethod
     def rebuild(cls, steps: list[Step]) -> _State:
         if not steps:
-            return cls([], 0, 1, None)
+            return cls([], 0, 1, [])
         last = max(s.step for s in steps)
-        kinds = {s.type: s for s in steps if s.step == last}
-        pending = kinds.get(StepType.ACT) if StepType.OBSERVE not in kinds else None
+        rows = [s for s in steps if s.step == last]
+        observed = {s.call_id for s in rows if s.type is StepType.OBSERVE}
+        pending = [s for s in rows if s.type is StepType.ACT and s.call_id not in observed]
         return cls(steps, last if pending else last + 1, max(s.seq for s in steps) + 1, pending)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for step in self.history:
+            if step.usage is not None:
+                total = total + step.usage
+        return total
 
 
 class Executor:
@@ -151,10 +174,23 @@ class Executor:
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
                                           milliseconds=agent.waited_ms)
         try:
-            if state.pending_act is not None:
-                if self.approvals.waits(agent, state.pending_act):
-                    return self._wait(agent, state, [], state.pending_act)
-                self._observe(agent, tools, state, state.pending_act, should_stop)
+            try:
+                agent = self._settle(agent, deadline_at, should_stop)
+            except StepTimeout:
+                if utcnow() >= deadline_at:
+                    return self._fail(agent, state, StopReason.TOTAL_TIMEOUT,
+                                      f"the agent ran out of time: the total timeout of "
+                                      f"{self.limits.total_timeout_s:g} s has passed")
+                return self._fail(agent, state, StopReason.STEP_TIMEOUT,
+                                  f"the model's server did not say within the step timeout of "
+                                  f"{self.limits.step_timeout_s:g} s what {agent.model} supports")
+            except ModelError as exc:
+                return self._fail(agent, state, StopReason.MODEL_ERROR, str(exc))
+            strategy = strategy_for(agent.mode)
+            if state.pending_acts:
+                if (waits := self.approvals.first_waiting(agent, state.pending_acts)) is not None:
+                    return self._wait(agent, state, [], waits)
+                self._observe(agent, tools, strategy, state, state.pending_acts, should_stop)
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
                 # after a cancellation is refused in SQL anyway. The read is for a cancel
@@ -173,12 +209,22 @@ class Executor:
                         f"reached the step limit ({agent.max_steps}) without a final answer",
                     )
                 with tracing.iteration(agent, state.next_step):
-                    finished = self._iterate(agent, tools, state, deadline_at, should_stop)
+                    finished = self._iterate(agent, tools, strategy, state, deadline_at,
+                                             should_stop)
                 if finished is not None:
                     return finished
         except (Cancelled, StaleAttempt) as exc:
             log.info("agent %s attempt %s stopped: %s", agent.id, agent.attempt, exc)
             return None
+
+    def _settle(self, agent: Agent, deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent:
+        """The agent in the mode it runs in, recorded once an `auto` agent has one."""
+        budget_s = min(self.limits.step_timeout_s, (deadline_at - utcnow()).total_seconds())
+        mode = settle(agent, self.model, deadline=time.monotonic() + budget_s,
+                      should_stop=should_stop)
+        if mode is not agent.mode:
+            self.store.set_mode(agent.id, agent.attempt, mode)
+        return replace(agent, mode=mode)
 
     def _still_owned(self, agent: Agent) -> bool:
         current = self.store.get(agent.id)
@@ -190,17 +236,18 @@ class Executor:
 
     # --- one iteration ---------------------------------------------------------------
 
-    def _iterate(self, agent, tools, state, deadline_at, should_stop) -> Agent | None:  # type: ignore[no-untyped-def]
+    def _iterate(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
+                 deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent | None:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
-        # The tools as they are now: an MCP server's may have come, gone or changed.
-        messages = with_context(build_messages(agent.goal, tools.listed(), state.history), agent.context)
+        # The tools as they are now (an MCP server's may have come, gone or changed), and
+        # the thread's earlier turns before the goal.
+        request = strategy.request(agent, tools, state.history)
+        request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
-            reply = self.model.complete(
-                ChatRequest(messages, model=agent.model, stop=STOP_SEQUENCES),
-                deadline=began + step_budget_s, should_stop=should_stop,
-            ).content
+            reply = self.model.complete(request, deadline=began + step_budget_s,
+                                        should_stop=should_stop)
         except StepTimeout:
             if step_budget_s < self.limits.step_timeout_s:
                 return self._fail(
@@ -217,65 +264,77 @@ class Executor:
             return self._fail(agent, state, StopReason.MODEL_ERROR, str(exc))
         planning_s = time.monotonic() - began
         self.timings.planning(planning_s)
-        plan = parse_reply(storable(reply))
-        rows = self._rows(state, plan, planning_ms=int(planning_s * 1000), tools=tools)
-        if isinstance(plan, FinalAnswer):
-            return self._complete(agent, state, rows, plan.answer)
-        act = rows[-1]
-        if self.approvals.waits(agent, act):  # a person answers first (approvals.py)
-            return self._wait(agent, state, rows, act)
-        if tools.runs_inline(act.tool or ""):
-            # One commit and one publish instead of two: the call is safe to repeat.
-            observation = self._call(agent, tools, act, seq=act.seq + 1, should_stop=should_stop)
-            self._write(agent, state, [*rows, observation], step_count=act.step + 1)
-            state.next_step = act.step + 1
+        used = Usage(reply.usage.input_tokens, reply.usage.output_tokens, 1) if reply.usage else Usage(0, 0, 1)
+        self.timings.tokens(agent.model, input_tokens=used.input_tokens, output_tokens=used.output_tokens)
+        rows = strategy.rows(reply, step=state.next_step, seq=state.next_seq, tools=tools)
+        rows[0] = replace(rows[0], duration_ms=int(planning_s * 1000), usage=used)
+        if rows[-1].type is StepType.FINAL:
+            return self._answer(agent, state, rows)
+        acts = [row for row in rows if row.type is StepType.ACT]
+        if (waits := self.approvals.first_waiting(agent, acts)) is not None:
+            return self._wait(agent, state, rows, waits)  # a person answers first (approvals.py)
+        if all(tools.runs_inline(act.tool or "") for act in acts):
+            # One commit and one publish instead of two: the calls are safe to repeat.
+            observations = self._calls(agent, tools, strategy, acts, seq=rows[-1].seq + 1,
+                                       should_stop=should_stop)
+            self._write(agent, state, [*rows, *observations], step_count=state.next_step + 1)
+            state.next_step += 1
             return None
         self._write(agent, state, rows, step_count=state.next_step + 1)
-        self._observe(agent, tools, state, act, should_stop)
+        self._observe(agent, tools, strategy, state, acts, should_stop)
         return None
 
-    def _rows(self, state: _State, plan: Action | FinalAnswer, *, planning_ms: int, tools: ToolRegistry) -> list[Step]:
-        now = utcnow()
-        rows: list[Step] = []
-        seq = state.next_seq
-        if plan.thought.strip():
-            rows.append(Step(seq, state.next_step, StepType.THINK, plan.thought, created_at=now,
-                             duration_ms=planning_ms))
-            seq += 1
-        if isinstance(plan, FinalAnswer):
-            rows.append(Step(seq, state.next_step, StepType.FINAL, plan.answer, created_at=now,
-                             duration_ms=None if rows else planning_ms))
+    def _answer(self, agent: Agent, state: _State, rows: list[Step]) -> Agent | None:
+        """End with the FINAL row's answer, or send it back if it does not match the
+        agent's output schema (MAX_RETRIES times; then the agent FAILS)."""
+        answer = rows[-1].content
+        if agent.output_schema is None:
+            return self._complete(agent, state, rows, answer)
+        output, problem = parse_answer(answer, agent.output_schema)
+        if problem is None:
+            return self._complete(agent, state, rows, answer, output=output)
+        tries = rejected_answers(state.history) + 1
+        if tries > MAX_RETRIES:
+            return self._fail(agent, state, StopReason.INVALID_OUTPUT,
+                              f"the final answer did not match the output schema after {tries} "
+                              f"tries: {problem}", rows=rows)
+        refused = Step(rows[-1].seq + 1, state.next_step, StepType.ERROR, storable(problem),
+                       created_at=utcnow())
+        self._write(agent, state, [*rows, refused], step_count=state.next_step + 1)
+        state.next_step += 1
+        return None
+
+    def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
+                 acts: list[Step], should_stop: Callable[[], bool]) -> None:
+        observations = self._calls(agent, tools, strategy, acts, seq=state.next_seq,
+                                   should_stop=should_stop)
+        self._write(agent, state, observations, step_count=acts[0].step + 1)
+        state.next_step = acts[0].step + 1
+        state.pending_acts = []
+
+    def _calls(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, acts: list[Step], *,
+               seq: int, should_stop: Callable[[], bool]) -> list[Step]:
+        """Run the ACTs' calls (as a person answered, if one was asked), those that block at
+        once; their OBSERVE rows, numbered from `seq` in the ACTs' order. Raises Cancelled
+        if the agent is stopped while a blocking tool runs (the tool is abandoned)."""
+        def call(act: Step) -> Step:
+            if (answer := self.approvals.answer_for(agent, act)) is not None:
+                if not answer.approve:
+                    return answer.denied(act)
+                act = replace(act, content=answer.tool_input)
+            result = strategy.observe(tools, act, should_stop=should_stop)
+            self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
+            return Step(0, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
+                        created_at=utcnow(), duration_ms=result.duration_ms, call_id=act.call_id)
+
+        blocking = sum(1 for act in acts if not tools.runs_inline(act.tool or ""))
+        if blocking < 2:
+            results = [call(act) for act in acts]
         else:
-            known = tools.get(plan.tool)
-            name = known.name if known is not None else (plan.tool.strip() or "(none)")
-            rows.append(Step(seq, state.next_step, StepType.ACT, plan.tool_input, tool=name,
-                             created_at=now, duration_ms=None if rows else planning_ms,
-                             call_id=new_call_id()))
-        return rows
-
-    def _observe(self, agent: Agent, tools: ToolRegistry, state: _State, act: Step,
-                 should_stop: Callable[[], bool]) -> None:
-        observation = self._call(agent, tools, act, seq=state.next_seq, should_stop=should_stop)
-        self._write(agent, state, [observation], step_count=act.step + 1)
-        state.next_step = act.step + 1
-        state.pending_act = None
-
-    def _call(self, agent: Agent, tools: ToolRegistry, act: Step, *, seq: int,
-              should_stop: Callable[[], bool]) -> Step:
-        """Run the ACT's tool (as a person's answer says, if it had to wait for one); its
-        OBSERVE row, numbered `seq`. Raises Cancelled if the agent is stopped while a
-        blocking tool runs (the tool is abandoned)."""
-        answer = self.approvals.answer_for(agent, act)
-        if answer is not None and not answer.approve:
-            return Step(seq, act.step, StepType.OBSERVE, storable(answer.observation),
-                        tool=act.tool, created_at=utcnow(), duration_ms=0, call_id=act.call_id)
-        tool_input = answer.tool_input if answer is not None else act.content
-        result = tools.call_text(act.tool or "", tool_input, should_stop=should_stop)
-        self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
-        return Step(
-            seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
-            created_at=utcnow(), duration_ms=result.duration_ms, call_id=act.call_id,
-        )
+            with ThreadPoolExecutor(min(len(acts), MAX_PARALLEL_CALLS),
+                                    thread_name_prefix="tool-call") as pool:
+                results = list(pool.map(call, acts))
+        return [replace(row, seq=seq + i) for i, row in enumerate(results)]
 
     # --- persistence -----------------------------------------------------------------
 
@@ -287,45 +346,49 @@ class Executor:
             self.timings.step(row.type.value)
         self.events.publish_steps(agent, rows)
 
-    def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str) -> Agent | None:
-        done = replace(agent.with_completed(answer), step_count=state.next_step + 1)
-        return self._end(agent, done, rows)
+    def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str, *,
+                  output: object = None) -> Agent | None:
+        done = replace(agent.with_completed(answer, output=output), step_count=state.next_step + 1)
+        return self._end(agent, state, done, rows)
 
-    def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str) -> Agent | None:
-        step = min(state.next_step, max(agent.max_steps - 1, 0))
-        if any(s.step == step and s.type is StepType.ERROR for s in state.history):
-            step = state.next_step  # never a second ERROR row for one iteration
+    def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str, *,
+              rows: Sequence[Step] = ()) -> Agent | None:
+        """End the agent FAILED with an ERROR row after `rows` (of the current iteration)."""
+        if rows:
+            step = rows[0].step
+        else:
+            step = min(state.next_step, max(agent.max_steps - 1, 0))
+            if any(s.step == step and s.type is StepType.ERROR for s in state.history):
+                step = state.next_step  # never a second ERROR row for one iteration
         error = storable(error)  # it may quote the model server or a tool
-        row = Step(state.next_seq, step, StepType.ERROR, error, created_at=utcnow())
+        row = Step(rows[-1].seq + 1 if rows else state.next_seq, step, StepType.ERROR, error,
+                   created_at=utcnow())
         done = replace(
             agent.with_failed(error, stop_reason=reason),
-            step_count=min(state.next_step, agent.max_steps),
+            step_count=min(state.next_step + (1 if rows else 0), agent.max_steps),
         )
-        return self._end(agent, done, [row])
+        return self._end(agent, state, done, [*rows, row])
 
     def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
-        """RUNNING → WAITING on the call `act`, with this iteration's `rows`, in one
-        transaction that also owes the `agent.waiting` webhook; the attempt ends here."""
-        waiting = replace(
-            agent.with_waiting(call_id=call_id_of(act), tool=act.tool or "", tool_input=act.content),
-            step_count=act.step + 1,
-        )
-        if not self.store.transition(
-            agent.id, AgentStatus.RUNNING, AgentStatus.WAITING, attempt=agent.attempt, steps=rows,
-            waiting_for=waiting.waiting_for, heartbeat_at=None, now=waiting.updated_at,
-        ):
-            return None
-        state.history.extend(rows)
-        for row in rows:
-            self.timings.step(row.type.value)
-        self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
+        """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
+        if (waiting := wait(self.store, agent, rows, act)) is not None:
+            for row in rows:
+                self.timings.step(row.type.value)
+            self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
         return waiting
 
-    def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
+    def _end(self, agent: Agent, state: _State, done: Agent, rows: list[Step]) -> Agent | None:
+        usage = state.usage
+        for row in rows:
+            if row.usage is not None:
+                usage = usage + row.usage
+        done = replace(done, usage=usage)
         won = self.store.transition(
             agent.id, AgentStatus.RUNNING, done.status, attempt=agent.attempt, steps=rows,
             final_answer=done.final_answer, error=done.error, stop_reason=done.stop_reason,
             step_count=done.step_count, completed_at=done.completed_at, now=done.updated_at,
+            output=done.output, input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens, model_calls=usage.model_calls,
         )
         if not won:
             return None

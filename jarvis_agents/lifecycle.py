@@ -61,6 +61,34 @@ class StopReason(str, Enum):
     WORKER_LOST = "worker_lost"
     CANCELLED = "cancelled"
     APPROVAL_TIMEOUT = "approval_timeout"
+    INVALID_OUTPUT = "invalid_output"
+
+
+class AgentMode(str, Enum):
+    """How an agent speaks to its model (CONTRACT §6): `auto` is what a create asks for
+    by default, and becomes `native` or `react` when the agent starts."""
+
+    AUTO = "auto"
+    NATIVE = "native"
+    REACT = "react"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens read and written, and model calls made, summed over some model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.model_calls + other.model_calls)
+
+    def to_json(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "model_calls": self.model_calls}
 
 
 class StepType(str, Enum):
@@ -86,7 +114,10 @@ class Step:
     tool: str | None = None
     created_at: datetime = field(default_factory=utcnow)
     duration_ms: int | None = None
-    call_id: str | None = None  # on ACT and OBSERVE: pairs a tool call with its result
+    # Pairs an ACT with its OBSERVE: the model's own id in native mode, else one made.
+    call_id: str | None = None
+    # The tokens of the model call that produced this row's iteration, on its first row.
+    usage: Usage | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -97,7 +128,9 @@ class Step:
             "content": self.content,
             "created_at": isoformat(self.created_at),
             "duration_ms": self.duration_ms,
-            "call_id": self.call_id,
+            "call_id": self.call_id if self.type in (StepType.ACT, StepType.OBSERVE) else None,
+            "usage": None if self.usage is None else {
+                "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
         }
 
 
@@ -129,13 +162,18 @@ class Agent:
     idempotency_key: str | None = None
     request_hash: str | None = None
     # Approvals (CONTRACT §7): the tools whose calls wait for a person ("*": all), the
-    # call waited on while WAITING ({"call_id", "tool", "input"}), the latest answer
-    # ({"call_id", "approve", "input", "reason"}), and the time spent waiting so far,
-    # which the total timeout leaves out.
+    # call waited on while WAITING ({"call_id", "tool", "input"}), the answers given, by
+    # call id ({"approve", "input", "reason"}), and the time spent waiting so far, which
+    # the total timeout leaves out.
     approve_tools: tuple[str, ...] | None = None
     waiting_for: dict[str, Any] | None = None
     approval: dict[str, Any] | None = None
     waited_ms: int = 0
+    # The mode asked for until the agent starts, then the one in use (CONTRACT §6).
+    mode: AgentMode = AgentMode.AUTO
+    usage: Usage = field(default_factory=Usage)
+    output_schema: dict[str, Any] | None = None
+    output: Any = None
     # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
     thread_id: uuid.UUID | None = None
     parent_id: uuid.UUID | None = None
@@ -160,6 +198,8 @@ class Agent:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
         approve_tools: tuple[str, ...] | None = None,
+        mode: AgentMode = AgentMode.AUTO,
+        output_schema: dict[str, Any] | None = None,
         traceparent: str | None = None,
     ) -> Agent:
         """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
@@ -179,6 +219,8 @@ class Agent:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
             approve_tools=approve_tools,
+            mode=mode,
+            output_schema=output_schema,
             traceparent=traceparent or new_traceparent(),
         )
 
@@ -213,9 +255,11 @@ class Agent:
             heartbeat_at=now,
         )
 
-    def with_completed(self, final_answer: str, *, now: datetime | None = None) -> Agent:
+    def with_completed(
+        self, final_answer: str, *, output: Any = None, now: datetime | None = None
+    ) -> Agent:
         return self._moved(
-            AgentStatus.COMPLETED, now=now, final_answer=final_answer,
+            AgentStatus.COMPLETED, now=now, final_answer=final_answer, output=output,
             stop_reason=StopReason.FINAL_ANSWER,
         )
 
@@ -243,8 +287,8 @@ class Agent:
         waited = int((now - (self.updated_at or now)).total_seconds() * 1000)
         return self._moved(
             AgentStatus.PENDING, now=now, waiting_for=None, waited_ms=self.waited_ms + max(0, waited),
-            approval={"call_id": self.waiting_for["call_id"], "approve": approve,
-                      "input": tool_input, "reason": reason},
+            approval={**(self.approval or {}), self.waiting_for["call_id"]: {
+                "approve": approve, "input": tool_input, "reason": reason}},
         )
 
     def with_cancelled(self, *, now: datetime | None = None) -> Agent:
@@ -274,6 +318,10 @@ class Agent:
         # Always present, so every agent has one shape; null outside their state.
         body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
         body["error"] = self.error if self.status is AgentStatus.FAILED else None
+        body["mode"] = self.mode.value
+        body["usage"] = self.usage.to_json()
+        body["output_schema"] = self.output_schema
+        body["output"] = self.output if self.status is AgentStatus.COMPLETED else None
         body["thread_id"] = str(self.thread_id or self.id)
         body["parent_id"] = str(self.parent_id) if self.parent_id else None
         body["forked_from"] = (

@@ -23,6 +23,11 @@ AGENT_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 STEPS_WRITTEN = Counter("jarvis_steps_written", "Steps persisted by this process.", ["type"])
+# `jarvis_model_tokens_total` once exposed (prometheus_client adds the _total).
+MODEL_TOKENS = Counter(
+    "jarvis_model_tokens", "Tokens of the model calls made by this process, as their servers "
+    "counted them.", ["model", "direction"],
+)
 
 
 class PrometheusTimings:
@@ -39,3 +44,9 @@ class PrometheusTimings:
 
     def agent(self, status: str, seconds: float) -> None:
         AGENT_SECONDS.labels(status=status).observe(seconds)
+
+    def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None:
+        if input_tokens:
+            MODEL_TOKENS.labels(model=model, direction="input").inc(input_tokens)
+        if output_tokens:
+            MODEL_TOKENS.labels(model=model, direction="output").inc(output_tokens)

@@ -12,8 +12,8 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Protocol, runtime_checkable
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy.exc import IntegrityError
 
@@ -23,7 +23,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.threads import ThreadStore, is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
@@ -64,6 +64,8 @@ class CreateRequest:
     tools: tuple[str, ...] | None = None
     webhook_url: str | None = None
     approve_tools: tuple[str, ...] | None = None
+    mode: str | None = None
+    output_schema: dict[str, Any] | None = None
     thread_id: uuid.UUID | None = None
 
     def fingerprint(self) -> str:
@@ -132,6 +134,8 @@ class AgentService:
             max_steps=request.max_steps or self.settings.max_steps,
             tools=tools,
             webhook_url=request.webhook_url,
+            mode=AgentMode(request.mode) if request.mode else AgentMode.AUTO,
+            output_schema=request.output_schema,
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
             approve_tools=approve_tools,
@@ -236,15 +240,14 @@ class AgentService:
             user_id=user_id, goal=request.goal or original.goal,
             model=request.model or original.model, max_steps=max_steps, tools=original.tools,
             approve_tools=original.approve_tools,
+            output_schema=original.output_schema,
         )
         agent = replace(
             agent, task_id=str(agent.id), parent_id=original.id, forked_from_id=original.id,
             forked_from_seq=request.after_seq, context=original.context, step_count=iterations,
         )
-        # `mode` is validated at the door; an agent carries one once native tool calling
-        # (issue 20's `mode`) is merged, and then a fork sets it.
-        if request.mode is not None and "mode" in {f.name for f in fields(Agent)}:
-            agent = replace(agent, mode=request.mode)  # type: ignore[call-arg]
+        if request.mode is not None:  # validated at the door
+            agent = replace(agent, mode=AgentMode(request.mode))
         self.threads.insert_fork(agent, copied, max_active=self.settings.max_active_per_user)
         self._announce_and_enqueue(agent)
         return agent

@@ -171,6 +171,8 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("max_steps", agent.get("max_steps")),
         ("step_count", agent.get("step_count")),
         ("tools", ", ".join(agent["tools"]) if agent.get("tools") else None),
+        ("mode", agent.get("mode")),
+        ("usage", _usage(agent.get("usage"))),
         # A thread of its own and no fork: nothing worth a line.
         ("thread", agent.get("thread_id") if agent.get("thread_id") != agent["id"] else None),
         ("parent", agent.get("parent_id")),
@@ -195,6 +197,13 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         style = STATUS_STYLES.get(str(value), "") if name == "status" else ""
         line.append(str(value).replace("\n", "\n" + " " * 14), style=style)
         console.print(line)
+
+
+def _usage(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    return (f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out, "
+            f"{usage['model_calls']} model calls")
 
 
 def _context(context: dict[str, Any] | None) -> str | None:

@@ -38,7 +38,8 @@ class ScriptedChatModel:
     `(messages) -> Reply`, such as `by_turn([...])`, which lets concurrent or resumed
     agents share one script. `delay_s` (a number or a zero-argument callable) is
     waited before each reply, interruptibly. `tools` is what `capabilities()` says of
-    every model.
+    every model: whether an `auto` agent speaks to it natively (off by default, as
+    most scripts are written in the text protocol).
     """
 
     def __init__(
@@ -46,7 +47,7 @@ class ScriptedChatModel:
         replies: Sequence[Reply] | Responder,
         *,
         delay_s: float | Callable[[], float] = 0.0,
-        tools: bool = True,
+        tools: bool = False,
     ) -> None:
         self._responder: Responder | None = replies if callable(replies) else None
         self._replies: list[Reply] = [] if callable(replies) else list(replies)

@@ -15,6 +15,7 @@ from itertools import groupby
 from string import Template
 from typing import Any
 
+from jarvis_agents.answers import feedback
 from jarvis_agents.lifecycle import Step, StepType
 from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.tools.arguments import example, text_parameter
@@ -96,10 +97,20 @@ def _iteration_messages(steps: Sequence[Step]) -> list[ChatMessage]:
     An iteration is replayed only when it has an ACT and at least one OBSERVE or
     ERROR after it. A THINK alone, or a THINK and an ACT whose tool never reported,
     was interrupted: the executor plans that step again, so the model must not see
-    a half of it. A FINAL step ends the run and is never replayed.
+    a half of it. A FINAL step ends the run and is never replayed, unless an ERROR
+    follows it: an answer refused for its output schema, replayed with the reason.
     """
-    if any(step.type is StepType.FINAL for step in steps):
-        return []
+    final = next((step for step in steps if step.type is StepType.FINAL), None)
+    if final is not None:
+        # A final answer sent back (output_schema): the answer, then why it was refused.
+        refused = [step for step in steps if step.type is StepType.ERROR and step.seq > final.seq]
+        if not refused:
+            return []
+        thought = "\n".join(step.content for step in steps if step.type is StepType.THINK)
+        return [
+            ChatMessage(role="assistant", content=f"THOUGHT: {thought}\nFINAL_ANSWER: {final.content}"),
+            ChatMessage(role="user", content=feedback(refused[0].content)),
+        ]
     act = next((step for step in steps if step.type is StepType.ACT), None)
     if act is None:
         return []

@@ -142,10 +142,20 @@ def upgrade(database_url: str) -> str:
     """Apply every migration (idempotent); returns the revision now in force."""
     engine = make_engine(database_url, pool_size=1)
     try:
-        with engine.begin() as connection:
-            config = alembic_config(database_url)
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+        with engine.connect() as connection:
+            if engine.dialect.name == "sqlite":
+                # Batch mode rebuilds a table (copy, drop, rename): with foreign keys on,
+                # dropping `agents` would delete every row that refers to it. The pragma
+                # only takes effect outside a transaction, so before the BEGIN.
+                connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                connection.commit()  # ends SQLAlchemy's autobegun (empty) transaction
+            with connection.begin():
+                config = alembic_config(database_url)
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+            if engine.dialect.name == "sqlite":
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
         with engine.connect() as connection:
             row = connection.exec_driver_sql("SELECT version_num FROM alembic_version").first()
             return row[0] if row else "base"

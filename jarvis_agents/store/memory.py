@@ -14,7 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from jarvis_agents.errors import StaleAttempt
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, check_transition, utcnow
+from jarvis_agents.lifecycle import (
+    Agent,
+    AgentMode,
+    AgentStatus,
+    Step,
+    Usage,
+    check_transition,
+    utcnow,
+)
 
 
 class MemoryStore:
@@ -47,7 +55,14 @@ class MemoryStore:
                 raise StaleAttempt(f"agent {agent_id} is not RUNNING under attempt {attempt}")
             self._check_unique(agent_id, steps)
             self.steps[agent_id].extend(steps)
-            self.agents[agent_id] = replace(agent, step_count=step_count, heartbeat_at=utcnow())
+            self.agents[agent_id] = replace(agent, step_count=step_count, heartbeat_at=utcnow(),
+                                            usage=_used(agent.usage, steps))
+
+    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
+        with self._lock:
+            agent = self.agents[agent_id]
+            if agent.status is AgentStatus.RUNNING and agent.attempt == attempt:
+                self.agents[agent_id] = replace(agent, mode=mode)
 
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, *,
@@ -68,13 +83,25 @@ class MemoryStore:
                 fields.setdefault("completed_at", now)
             self._check_unique(agent_id, steps)
             self.steps[agent_id].extend(steps)
-            self.agents[agent_id] = replace(agent, status=new, updated_at=now, **fields)
+            usage = _used(agent.usage, steps)
+            if "input_tokens" in fields:  # the executor's totals, as the repository takes them
+                usage = Usage(fields.pop("input_tokens"), fields.pop("output_tokens"),
+                              fields.pop("model_calls"))
+            self.agents[agent_id] = replace(agent, status=new, updated_at=now, usage=usage, **fields)
             return True
 
     def _check_unique(self, agent_id: uuid.UUID, steps: Sequence[Step]) -> None:
         existing = self.steps[agent_id]
         seqs = {s.seq for s in existing}
-        kinds = {(s.step, s.type) for s in existing}
+        kinds = {(s.step, s.type, s.call_id or "") for s in existing}
         for step in steps:
-            if step.seq in seqs or (step.step, step.type) in kinds:
+            if step.seq in seqs or (step.step, step.type, step.call_id or "") in kinds:
                 raise AssertionError(f"duplicate step written: {step}")
+
+
+def _used(usage: Usage, steps: Sequence[Step]) -> Usage:
+    """`usage` with the model calls whose tokens these rows carry."""
+    for step in steps:
+        if step.usage is not None:
+            usage = usage + Usage(step.usage.input_tokens, step.usage.output_tokens, 1)
+    return usage

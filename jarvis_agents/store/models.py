@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -28,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
+from jarvis_agents.lifecycle import AgentMode, AgentStatus, StepType, StopReason
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -46,6 +47,7 @@ def _in(column: str, values: list[str]) -> str:
 STATUSES = [s.value for s in AgentStatus]
 STOP_REASONS = [r.value for r in StopReason]
 STEP_TYPES = [t.value for t in StepType]
+MODES = [m.value for m in AgentMode]
 TERMINAL_SQL = "status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
 
 
@@ -111,6 +113,14 @@ class AgentRow(Base):
     waiting_for: Mapped[dict[str, object] | None] = mapped_column(JSON)
     approval: Mapped[dict[str, object] | None] = mapped_column(JSON)
     waited_ms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The mode asked for, then (once started) the one in use (CONTRACT §6).
+    mode: Mapped[str] = mapped_column(String(8), default="auto", server_default="auto")
+    # Usage as the executor last wrote it, with the agent's end (models.USAGE_AS_READ).
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    output_schema: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    output: Mapped[Any] = mapped_column(JSON(none_as_null=True))
     # Conversations and forks (CONTRACT §8; store/threads.py). A thread's id is its first
     # agent's id; `context` is what the thread's earlier agents give this one's model.
     thread_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
@@ -130,6 +140,7 @@ class AgentRow(Base):
         CheckConstraint("max_steps BETWEEN 1 AND 50", name="max_steps_range"),
         CheckConstraint("step_count >= 0 AND step_count <= max_steps", name="step_count_range"),
         CheckConstraint("attempt >= 0", name="attempt_not_negative"),
+        CheckConstraint(_in("mode", MODES), name="mode_known"),
         CheckConstraint(
             "(status = 'COMPLETED' AND final_answer IS NOT NULL)"
             " OR (status <> 'COMPLETED' AND final_answer IS NULL)",
@@ -179,13 +190,18 @@ class StepRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
-    call_id: Mapped[str | None] = mapped_column(String(64))
+    call_id: Mapped[str | None] = mapped_column(String(100))
+    # The model call's tokens, on the first row of the iteration it produced.
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         UniqueConstraint("agent_id", "seq", name="uq_agent_steps_agent_seq"),
-        # One THINK, one ACT, … per iteration: a resumed attempt cannot write an
-        # iteration's row twice even if its bookkeeping were wrong.
-        UniqueConstraint("agent_id", "step", "type", name="uq_agent_steps_agent_step_type"),
+        # One THINK, one FINAL, … per iteration, and one ACT and one OBSERVE per tool
+        # call: a resumed attempt cannot write an iteration's row twice even if its
+        # bookkeeping were wrong.
+        Index("uq_agent_steps_agent_step_type_call", "agent_id", "step", "type",
+              text("coalesce(call_id, '')"), unique=True),
         CheckConstraint("seq >= 1", name="seq_positive"),
         CheckConstraint("step >= 0", name="step_not_negative"),
         CheckConstraint(_in("type", STEP_TYPES), name="type_known"),
@@ -252,3 +268,23 @@ STEP_COUNT_AS_READ = (
     " ELSE coalesce((SELECT latest.step + 1 FROM agent_steps AS latest"
     " WHERE latest.agent_id = agents.id ORDER BY latest.seq DESC LIMIT 1), 0) END"
 )
+
+# An agent's usage as every read gives it: the row's columns once the executor has
+# ended it (as step_count above), else summed from the steps' rows, which carry each
+# model call's tokens on the first row of its iteration.
+_USAGE_SUMS = {
+    "input_tokens": "sum(used.input_tokens)", "output_tokens": "sum(used.output_tokens)",
+    "model_calls": "count(used.input_tokens)",
+}
+USAGE_AS_READ = {
+    column: (
+        "CASE WHEN agents.status IN ('COMPLETED', 'FAILED') AND agents.stop_reason <> 'worker_lost'"
+        f" THEN agents.{column}"
+        f" ELSE coalesce((SELECT {total} FROM agent_steps AS used"
+        " WHERE used.agent_id = agents.id), 0) END"
+    )
+    for column, total in _USAGE_SUMS.items()
+}
+
+# Every agent column a read computes rather than takes from the row.
+AS_READ = {"step_count": STEP_COUNT_AS_READ, **USAGE_AS_READ}

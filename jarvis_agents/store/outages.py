@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, utcnow
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, utcnow
 from jarvis_agents.retry import database_outage_policy
 from jarvis_agents.store.repository import Repository
 
@@ -111,6 +111,11 @@ class OutageTolerantStore:
                     and (attempt is None or current.attempt == attempt))
 
         return self._retried(f"changing an agent to {new.value}", transition)
+
+    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
+        # The same value under the same guard: a repeat changes nothing.
+        self._retried("recording an agent's mode",
+                      lambda _: self.repository.set_mode(agent_id, attempt, mode))
 
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
         # A repeat sets the same NULL heartbeat under the same guard: nothing to tell apart.

@@ -23,8 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from psycopg2.extras import Json
-from sqlalchemy import Engine, Executable, event
+from sqlalchemy import JSON, Engine, Executable, event
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.pool import PoolProxiedConnection
@@ -32,7 +31,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from jarvis_agents.errors import first_line
 from jarvis_agents.lifecycle import AgentStatus, Step, utcnow
 from jarvis_agents.store.database import check_idle, make_engine
-from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow
+from jarvis_agents.store.models import AS_READ, AgentRow
 from jarvis_agents.store.outbox import OWED_CTE
 
 T = TypeVar("T")
@@ -41,9 +40,10 @@ log = logging.getLogger(__name__)
 agents = AgentRow.__table__
 AGENT_COLUMNS = tuple(column.name for column in agents.c)
 _AGENT_LIST = ", ".join(
-    f"{STEP_COUNT_AS_READ} AS step_count" if name == "step_count" else name
-    for name in AGENT_COLUMNS
+    f"{AS_READ[name]} AS {name}" if name in AS_READ else name for name in AGENT_COLUMNS
 )
+# Columns whose values go to psycopg2 as JSON text (it cannot adapt a dict).
+_JSON_COLUMNS = frozenset(c.name for c in agents.c if isinstance(c.type, JSON))
 
 _SELECT_AGENT = f"SELECT {_AGENT_LIST} FROM agents WHERE id = %(id)s"
 
@@ -55,13 +55,16 @@ _GUARDED_STEPS = """
 WITH owned AS ({guard}),{owed}
 written AS (
     INSERT INTO agent_steps
-        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt, call_id)
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt,
+         call_id, input_tokens, output_tokens)
     SELECT owned.id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
-           s.duration_ms, %(attempt)s, s.call_id
+           s.duration_ms, %(attempt)s, s.call_id, s.input_tokens, s.output_tokens
     FROM owned, unnest(%(seq)s::int[], %(step)s::int[], %(type)s::text[], %(tool)s::text[],
                        %(content)s::text[], %(created_at)s::timestamptz[],
-                       %(duration_ms)s::int[], %(call_id)s::text[])
-        AS s(seq, step, type, tool, content, created_at, duration_ms, call_id)
+                       %(duration_ms)s::int[], %(call_id)s::text[],
+                       %(input_tokens)s::int[], %(output_tokens)s::int[])
+        AS s(seq, step, type, tool, content, created_at, duration_ms, call_id,
+             input_tokens, output_tokens)
 )
 SELECT count(*) FROM owned
 """
@@ -99,7 +102,7 @@ _APPEND_STEPS = _GUARDED_STEPS.format(owed="", guard=(
 _APPEND_PARAMS = {
     "id": "uuid", "attempt": "int", "seq": "int[]", "step": "int[]", "type": "text[]",
     "tool": "text[]", "content": "text[]", "created_at": "timestamptz[]", "duration_ms": "int[]",
-    "call_id": "text[]",
+    "call_id": "text[]", "input_tokens": "int[]", "output_tokens": "int[]",
 }
 
 
@@ -136,13 +139,16 @@ WITH owned AS (
 ),
 written AS (
     INSERT INTO agent_steps
-        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt, call_id)
+        (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt,
+         call_id, input_tokens, output_tokens)
     SELECT s.agent_id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
-           s.duration_ms, s.attempt, s.call_id
+           s.duration_ms, s.attempt, s.call_id, s.input_tokens, s.output_tokens
     FROM unnest(%(agent_id)s::uuid[], %(step_attempt)s::int[], %(seq)s::int[],
                 %(step)s::int[], %(type)s::text[], %(tool)s::text[], %(content)s::text[],
-                %(created_at)s::timestamptz[], %(duration_ms)s::int[], %(call_id)s::text[])
-        AS s(agent_id, attempt, seq, step, type, tool, content, created_at, duration_ms, call_id)
+                %(created_at)s::timestamptz[], %(duration_ms)s::int[], %(call_id)s::text[],
+                %(input_tokens)s::int[], %(output_tokens)s::int[])
+        AS s(agent_id, attempt, seq, step, type, tool, content, created_at, duration_ms,
+             call_id, input_tokens, output_tokens)
     JOIN owned ON owned.id = s.agent_id AND owned.attempt = s.attempt
 )
 SELECT id, attempt FROM owned
@@ -157,7 +163,8 @@ _CLAIM = (
     f" WHERE id = %(id)s AND status IS NOT DISTINCT FROM 'PENDING' RETURNING {_AGENT_LIST}"
 )
 
-STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms", "call_id")
+STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms",
+                "call_id", "input_tokens", "output_tokens")
 _STEPS_AFTER = (
     f"SELECT {', '.join(STEP_COLUMNS)} FROM agent_steps"
     " WHERE agent_id = %(id)s AND seq > %(seq)s ORDER BY seq"
@@ -509,8 +516,7 @@ class PostgresStatements:
         if heartbeat_before is not None:
             guard += " AND heartbeat_at < %(heartbeat_before)s"
         guard += " RETURNING id, webhook_url" if owes else " RETURNING id"
-        # A JSON column's value (approvals' waiting_for) goes as JSON text.
-        params = {f"set_{name}": Json(value) if isinstance(value, dict | list) else value
+        params = {f"set_{name}": json.dumps(value) if name in _JSON_COLUMNS else value
                   for name, value in values.items()}
         params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
                       heartbeat_before=heartbeat_before, delivery_id=uuid.uuid4(), event=owes)
@@ -552,6 +558,8 @@ def _step_params(params: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any
         type=[s.type.value for s in steps], tool=[s.tool for s in steps],
         content=[s.content for s in steps], created_at=[s.created_at for s in steps],
         duration_ms=[s.duration_ms for s in steps], call_id=[s.call_id for s in steps],
+        input_tokens=[s.usage.input_tokens if s.usage else None for s in steps],
+        output_tokens=[s.usage.output_tokens if s.usage else None for s in steps],
     )
     return params
 

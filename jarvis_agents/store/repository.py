@@ -44,15 +44,17 @@ from jarvis_agents.errors import Conflict, RateLimited, RequestError, StaleAttem
 from jarvis_agents.lifecycle import (
     ACTIVE,
     Agent,
+    AgentMode,
     AgentStatus,
     Step,
     StepType,
     StopReason,
+    Usage,
     check_transition,
     utcnow,
 )
 from jarvis_agents.store.group_commit import GroupCommit
-from jarvis_agents.store.models import STEP_COUNT_AS_READ, AgentRow, StepRow, UserRow
+from jarvis_agents.store.models import AS_READ, AgentRow, StepRow, UserRow
 from jarvis_agents.store.models import as_utc as _aware
 from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
 from jarvis_agents.store.postgres import PostgresStatements, StepWrite
@@ -62,7 +64,7 @@ agents = AgentRow.__table__
 steps_table = StepRow.__table__
 # What every read of an agent selects: its columns, with step_count as read.
 AGENT_READ = tuple(
-    literal_column(STEP_COUNT_AS_READ).label("step_count") if column.name == "step_count" else column
+    literal_column(AS_READ[column.name]).label(column.name) if column.name in AS_READ else column
     for column in agents.c
 )
 users = UserRow.__table__
@@ -348,6 +350,16 @@ class Repository:
                 conn.execute(insert(steps_table), _step_values(agent_id, attempt, steps))
         return owned
 
+    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
+        """Record the mode an agent `auto` runs in, once its attempt has chosen it."""
+        with self._one_statement() as conn:
+            conn.execute(
+                update(agents)
+                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
+                       agents.c.attempt == attempt, agents.c.mode != mode.value)
+                .values(mode=mode.value)
+            )
+
     def forget_task(self, agent_id: uuid.UUID) -> None:
         """Mark a PENDING agent as not on the queue, for the sweeper to enqueue later."""
         with self._one_statement() as conn:
@@ -507,7 +519,10 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "request_hash": agent.request_hash,
         "approve_tools": list(agent.approve_tools) if agent.approve_tools is not None else None,
         "waiting_for": agent.waiting_for, "approval": agent.approval,
-        "waited_ms": agent.waited_ms,
+        "waited_ms": agent.waited_ms, "mode": agent.mode.value,
+        "input_tokens": agent.usage.input_tokens, "output_tokens": agent.usage.output_tokens,
+        "model_calls": agent.usage.model_calls, "output_schema": agent.output_schema,
+        "output": agent.output,
         # Threads and forks (store/threads.py): a thread's id is its first agent's.
         "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
         "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
@@ -530,6 +545,9 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         approve_tools=tuple(row["approve_tools"]) if row["approve_tools"] is not None else None,
         waiting_for=_json(row["waiting_for"]), approval=_json(row["approval"]),
         waited_ms=row["waited_ms"] or 0,
+        mode=AgentMode(row["mode"]),
+        usage=Usage(int(row["input_tokens"]), int(row["output_tokens"]), int(row["model_calls"])),
+        output_schema=row["output_schema"], output=row["output"],
         thread_id=row.get("thread_id"), parent_id=row.get("parent_id"),
         forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
         context=row.get("context"),
@@ -548,6 +566,8 @@ def _step_values(agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> li
             "agent_id": agent_id, "seq": s.seq, "step": s.step, "type": s.type.value,
             "tool": s.tool, "content": s.content, "created_at": s.created_at,
             "duration_ms": s.duration_ms, "attempt": attempt, "call_id": s.call_id,
+            "input_tokens": s.usage.input_tokens if s.usage else None,
+            "output_tokens": s.usage.output_tokens if s.usage else None,
         }
         for s in steps
     ]
@@ -558,6 +578,8 @@ def _step(row: RowMapping) -> Step:
         seq=row["seq"], step=row["step"], type=StepType(row["type"]), tool=row["tool"],
         content=row["content"], created_at=_aware(row["created_at"]),
         duration_ms=row["duration_ms"], call_id=row["call_id"],
+        usage=None if row["input_tokens"] is None else Usage(
+            row["input_tokens"], row["output_tokens"] or 0, 1),
     )
 
 

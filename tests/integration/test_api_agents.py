@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.api_server import CALC_SCRIPT, EventStream
 from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_replies import FakeToolCall, Turn
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
@@ -55,6 +56,48 @@ def test_post_then_poll_runs_the_calculator_agent(api_env, start_api, start_work
 
         later = http.get(f"/api/v1/agents/{agent['id']}/steps", params={"after": 3}).json()
         assert [s["seq"] for s in later["steps"]] == [4, 5]
+
+
+def test_native_agents_on_both_providers_report_mode_usage_and_typed_output(
+    api_env, start_api, start_worker, fake_ollama
+):
+    fake_ollama.capabilities = {"llama3.2:latest": ["completion", "tools"]}
+    call = Turn(tool_calls=(FakeToolCall("calculate", {"expression": "1234 * 902"}, id="c1"),),
+                usage=(20, 4))
+
+    def respond(request: dict[str, Any]) -> str | Turn:
+        if "format" in request or "response_format" in request:  # the typed one
+            return '{"product": 1113068}'
+        answered = any(m.get("role") == "tool" for m in request["messages"])
+        return Turn(text="1113068", usage=(30, 2)) if answered else call
+
+    fake_ollama.responder = respond
+    env = {**api_env, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1"}
+    api = start_api(env)
+    start_worker(env)
+    schema = {"type": "object", "properties": {"product": {"type": "integer"}}}
+    with api.client(api.user()) as http:
+        ollama_agent = http.post("/api/v1/agents", json={"goal": "1234 * 902?"}).json()
+        typed = http.post("/api/v1/agents", json={
+            "goal": "1234 * 902?", "model": "openai/test-model", "mode": "native", "tools": [],
+            "output_schema": schema}).json()
+        assert ollama_agent["mode"] == "auto" and typed["mode"] == "native"
+        assert ollama_agent["usage"] == {"input_tokens": 0, "output_tokens": 0, "model_calls": 0}
+        assert typed["output_schema"] == schema and typed["output"] is None
+
+        done = http.get(f"/api/v1/agents/{ollama_agent['id']}", params={"wait": 20}).json()
+        assert done["status"] == "COMPLETED" and done["final_answer"] == "1113068", done
+        assert done["mode"] == "native" and done["output"] is None
+        assert done["usage"] == {"input_tokens": 50, "output_tokens": 6, "model_calls": 2}
+        steps = http.get(f"/api/v1/agents/{ollama_agent['id']}/steps").json()["steps"]
+        assert [(s["type"], s["call_id"]) for s in steps] == [
+            ("ACT", "c1"), ("OBSERVE", "c1"), ("FINAL", None)]
+        assert steps[0]["usage"] == {"input_tokens": 20, "output_tokens": 4}
+        assert steps[1]["usage"] is None
+
+        done = http.get(f"/api/v1/agents/{typed['id']}", params={"wait": 20}).json()
+        assert done["status"] == "COMPLETED" and done["output"] == {"product": 1113068}, done
+        assert done["usage"]["model_calls"] == 1
 
 
 def test_list_filters_by_status_and_pages_with_a_cursor(shared_api):

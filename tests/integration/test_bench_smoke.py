@@ -83,6 +83,10 @@ def test_quick_bench_runs_every_scenario_to_completion(
         assert run["completed"] == agents
         assert run["overhead_n"] == 4 * agents  # 4 iterations clocked per agent
         assert run["cpu_ms_per_agent_workers"] > 0
+    # The same in native tool calling, on 1 worker process: 4 iterations each too.
+    (native,) = overhead["throughput_native"]
+    assert native["completed"] == agents and native["overhead_n"] == 4 * agents
+    assert "Native tool calling" in report.read_text()
     throughput = overhead["throughput"][str(workers[-1])][0]
     (first,) = overhead["first_event"]
     assert first["completed"] == overhead["sizes"]["first_event_samples"]

@@ -74,7 +74,8 @@ def test_unknown_model_fails_with_a_message_naming_it(parts: tuple[Repository, E
     done = executor.run(started(repository, model="no-such-model"))
     assert done is not None and done.status is AgentStatus.FAILED
     assert done.stop_reason is StopReason.MODEL_ERROR and "no-such-model" in (done.error or "")
-    assert fake_ollama.call_count == 1  # a 404 is never retried
+    # `auto` asks /api/show first, and its 404 is never retried.
+    assert fake_ollama.shows == ["no-such-model"] and fake_ollama.call_count == 0
     assert repository.steps_after(done.id)[-1].type is StepType.ERROR
 
 

@@ -108,6 +108,7 @@ def test_ollama_capabilities_are_asked_once_per_model(model_server: FakeOllama) 
 
 
 def test_capabilities_through_the_router(router: ModelRouter, model_server: FakeOllama) -> None:
+    model_server.capabilities = {"llama3.2:latest": ["completion", "tools"]}
     assert capabilities(router, "openai/anything") == Capabilities(tools=True)  # assumed
     assert capabilities(router, "ollama/llama3.2") == Capabilities(tools=True)
     assert model_server.shows == ["llama3.2"]

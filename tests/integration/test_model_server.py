@@ -27,7 +27,8 @@ USER = [{"role": "user", "content": "Weather in Paris and Tokyo?"}]
 @pytest.fixture
 def fake() -> Iterator[FakeOllama]:
     with FakeOllama(responder=lambda request: TWO_CALLS,
-                    capabilities={"test-model": ["completion"]}) as server:
+                    capabilities={"llama3.2": ["completion", "tools"],
+                                  "test-model": ["completion"]}) as server:
         yield server
 
 

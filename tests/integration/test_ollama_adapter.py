@@ -189,6 +189,7 @@ def test_from_settings_uses_host_retries_and_step_timeout(fake: FakeOllama) -> N
 
 def test_the_fake_answers_the_plain_ollama_client(fake: FakeOllama) -> None:
     fake.responder = FakeOllama.by_turn(["first turn", "second turn"])
+    fake.capabilities = {"llama3.2:latest": ["completion", "tools"]}
     with ollama.Client(host=fake.url) as client:
         whole = client.chat(model="test-model", messages=[{"role": "user", "content": "hi"}])
         later = client.chat(model="test-model", stream=False, messages=[

@@ -263,7 +263,8 @@ def step_write_in_flight(repository: Repository, agent: Agent, kinds: list[StepT
             "type": [k.value for k in kinds],
             "tool": [None if k is StepType.THINK else "calculate" for k in kinds],
             "content": ["x"] * n, "created_at": [now] * n, "duration_ms": [None] * n,
-            "call_id": [None] * n,
+            "call_id": [None if k is StepType.THINK else "call_1" for k in kinds],
+            "input_tokens": [None] * n, "output_tokens": [None] * n,
         })
         assert cursor.fetchone() == (1,)
         yield
@@ -815,14 +816,16 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                     (_APPEND_STEPS, {
                         "id": agent.id, "attempt": 1,
                         "seq": [1], "step": [1], "type": ["THINK"], "tool": [None],
-                        "content": ["x"], "created_at": [now], "duration_ms": [None], "call_id": [None],
+                        "content": ["x"], "created_at": [now], "duration_ms": [None],
+                        "call_id": [None], "input_tokens": [None], "output_tokens": [None],
                     }),
                     (_CLAIM, {"id": pending.id, "task_id": None, "now": now}),
                     (_APPEND_STEPS_OF_MANY, {
                         "id": [agent.id, pending.id], "attempt": [1, 1],
                         "agent_id": [agent.id], "step_attempt": [1],
                         "seq": [1], "step": [1], "type": ["THINK"], "tool": [None],
-                        "content": ["x"], "created_at": [now], "duration_ms": [None], "call_id": [None],
+                        "content": ["x"], "created_at": [now], "duration_ms": [None],
+                        "call_id": [None], "input_tokens": [None], "output_tokens": [None],
                     }),
                 ):
                     cursor.execute("EXPLAIN " + sql, params)
@@ -834,7 +837,8 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                 cursor.execute("SET plan_cache_mode = force_generic_plan")
                 cursor.execute(
                     f"EXPLAIN EXECUTE {_APPEND_NAME} (%s, 1, '{{1}}', '{{1}}', '{{THINK}}', "
-                    "'{NULL}', '{x}', ARRAY[now()], '{NULL}', '{NULL}')", (agent.id,))
+                    "'{NULL}', '{x}', ARRAY[now()], '{NULL}', '{NULL}', '{NULL}', '{NULL}')",
+                    (agent.id,))
                 plan = "\n".join(row[0] for row in cursor.fetchall())
                 assert "Index Scan using pk_agents" in plan, plan
                 assert "ix_agents_status_heartbeat" not in plan, plan

@@ -57,15 +57,15 @@ def test_an_answer_is_a_compare_and_set(repository: Repository) -> None:
     answered = approvals.answer(repository, agent, call_id=call_id, approve=True,
                                 tool_input="6*8", reason="close enough")
     assert answered.status is AgentStatus.PENDING and answered.waiting_for is None
-    assert answered.approval == {"call_id": call_id, "approve": True, "input": "6*8",
-                                 "reason": "close enough"}
+    assert answered.approval == {call_id: {"approve": True, "input": "6*8",
+                                           "reason": "close enough"}}
     assert answered.task_id == f"{agent.id}:{agent.attempt + 1}"
     # The same answer from a reader that still saw it WAITING loses the race.
     with pytest.raises(Conflict, match="answered or cancelled meanwhile"):
         approvals.answer(repository, agent, call_id=call_id, approve=False)
     resumed = repository.claim(agent.id)
     assert resumed is not None and resumed.attempt == agent.attempt + 1
-    assert resumed.approval is not None and resumed.approval["input"] == "6*8"
+    assert resumed.approval is not None and resumed.approval[call_id]["input"] == "6*8"
 
 
 def test_waiting_agents_past_their_timeout_fail(repository: Repository) -> None:
@@ -114,7 +114,7 @@ def test_the_migration_keeps_every_row_and_learns_waiting(backend: str, tmp_path
                 move(config, target)
 
         try:
-            migrate(command.downgrade, "0009-1")  # the schema before approvals
+            migrate(command.downgrade, "0010-1")  # the schema before approvals
             repository = Repository(engine)
             user, _ = repository.create_user("before")
             agent = Agent.new(user_id=user.id, goal="g", model="m", max_steps=5)

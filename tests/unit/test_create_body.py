@@ -34,6 +34,12 @@ REFUSED = [
     ({"goal": "x", "tools": ["calculate"] * 21}, "`tools` may name at most 20 tools, not 21"),
     ({"goal": "x", "webhook_url": "ftp://example.com/"}, "`webhook_url` must be an http(s) URL"),
     ({"goal": "x", "webhook_url": 5}, "`webhook_url` must be an http(s) URL, not 5"),
+    ({"goal": "x", "mode": "fast"}, '`mode` must be one of "auto", "native" or "react", not "fast"'),
+    ({"goal": "x", "output_schema": "object"}, '`output_schema` must be a JSON Schema object, such as'),
+    ({"goal": "x", "output_schema": {"type": "nope"}},
+     "`output_schema` is not a valid JSON Schema (Draft 2020-12) at `type`: 'nope' is not"),
+    ({"goal": "x", "output_schema": {"description": "x" * 17000}},
+     "`output_schema` is 17019 bytes; at most 16384 (16 KiB) are accepted"),
     ({"goal": "x", "priority": "high"}, "unknown field `priority` (a create takes goal, max_steps"),
 ]
 

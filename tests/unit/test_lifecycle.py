@@ -108,5 +108,5 @@ def test_waiting_for_shows_only_while_waiting() -> None:
                                    "since": body["updated_at"]}
     answered = waiting.with_answered(approve=False, tool_input=None, reason="no")
     assert answered.to_json()["waiting_for"] is None
-    assert answered.approval == {"call_id": "call_1", "approve": False, "input": None, "reason": "no"}
+    assert answered.approval == {"call_1": {"approve": False, "input": None, "reason": "no"}}
     assert make_agent(AgentStatus.RUNNING).to_json()["waiting_for"] is None

@@ -19,7 +19,7 @@ from jarvis_agents.errors import Cancelled, StepTimeout
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
-from jarvis_agents.llm.base import ChatReply, ChatRequest, OnDelta, StopSignal
+from jarvis_agents.llm.base import Capabilities, ChatReply, ChatRequest, OnDelta, StopSignal
 from jarvis_agents.runner import AgentRunner
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -91,6 +91,10 @@ class WaitingModel:
                 poll_s = should_stop.poll_s if should_stop.poll_s is not None else 3600.0
                 woken.wait(min(deadline - time.monotonic(), poll_s))
                 woken.clear()
+
+    def capabilities(self, model: str, *, deadline: float,
+                     should_stop: Callable[[], bool]) -> Capabilities:
+        return Capabilities(tools=False)
 
 
 @pytest.fixture

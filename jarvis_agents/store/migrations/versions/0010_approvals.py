@@ -1,14 +1,13 @@
-"""approvals: the WAITING status, what an agent waits on and the answer; steps' call_id
+"""approvals: the WAITING status, what an agent waits on and the answers
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-02 11:30:00
 
 agents gains `approve_tools` (the tools whose calls wait for a person), `waiting_for`
 (the call waited on while WAITING), `approval` (the latest answer) and `waited_ms`
 (time spent WAITING, which the total timeout leaves out); the status and stop_reason
-checks learn WAITING and `approval_timeout`. agent_steps gains `call_id`, which pairs
-an ACT with its OBSERVE (CONTRACT §2).
+checks learn WAITING and `approval_timeout`. (Steps' `call_id` comes with 0009.)
 
 Plain ADD COLUMNs. On PostgreSQL the two checks are dropped and made again. SQLite
 cannot alter a check, and rebuilding `agents` (batch mode) would drop the table, and
@@ -22,8 +21,8 @@ import re
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0009'
-down_revision = '0008'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 
@@ -37,16 +36,13 @@ def upgrade() -> None:
     op.add_column('agents', sa.Column('waiting_for', sa.JSON(), nullable=True))
     op.add_column('agents', sa.Column('approval', sa.JSON(), nullable=True))
     op.add_column('agents', sa.Column('waited_ms', sa.Integer(), server_default='0', nullable=False))
-    op.add_column('agent_steps', sa.Column('call_id', sa.String(length=64), nullable=True))
     _checks(add=True)
 
 
 def downgrade() -> None:
     _checks(add=False)
-    for table, column in (('agent_steps', 'call_id'), ('agents', 'waited_ms'),
-                          ('agents', 'approval'), ('agents', 'waiting_for'),
-                          ('agents', 'approve_tools')):
-        op.drop_column(table, column)  # plain DROP COLUMN (SQLite ≥ 3.35), as in 0005
+    for column in ('waited_ms', 'approval', 'waiting_for', 'approve_tools'):
+        op.drop_column('agents', column)  # plain DROP COLUMN (SQLite ≥ 3.35), as in 0005
 
 
 def _checks(*, add: bool) -> None:
