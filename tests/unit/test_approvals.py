@@ -160,3 +160,33 @@ def test_an_unanswered_wait_fails_once_its_timeout_passes(tools: ToolRegistry) -
     failed = approvals.expire(store, store.agents[agent.id], timeout_s=60)
     assert failed is not None and failed.status is AgentStatus.FAILED
     assert failed.stop_reason is StopReason.APPROVAL_TIMEOUT and "60 s" in (failed.error or "")
+
+
+def test_two_gated_calls_of_one_native_reply_are_each_asked_once(tools: ToolRegistry) -> None:
+    from jarvis_agents.llm.base import ChatReply, ToolCall
+
+    echo = tools.get("echo")
+    assert echo is not None
+    two = ChatReply("", "m", tool_calls=(ToolCall.from_text("echo", '{"input": "a"}', id="c1"),
+                                         ToolCall.from_text("echo", '{"input": "b"}', id="c2")))
+    done_reply = ChatReply("both said", "m")
+    store = MemoryStore()
+    agent = start(store, approve_tools=("echo",))
+
+    def run_once(script: list[object]) -> Agent | None:
+        model = ScriptedChatModel(script, tools=True)  # type: ignore[arg-type]
+        return Executor(store=store, model=model, tools=tools, events=MemoryEventBus(),
+                        limits=Limits(step_timeout_s=5, total_timeout_s=30)).run(
+            resume(store, agent.id) if store.agents[agent.id].status is AgentStatus.PENDING
+            else store.agents[agent.id])
+
+    assert run_once([two]).status is AgentStatus.WAITING  # type: ignore[union-attr]
+    assert store.agents[agent.id].waiting_for["call_id"] == "c1"  # type: ignore[index]
+    approvals.answer(store, store.agents[agent.id], call_id="c1", approve=True)
+    assert run_once([]).status is AgentStatus.WAITING  # type: ignore[union-attr]
+    assert store.agents[agent.id].waiting_for["call_id"] == "c2"  # type: ignore[index]
+    approvals.answer(store, store.agents[agent.id], call_id="c2", approve=False, reason="no")
+    done = run_once([done_reply])
+    assert done is not None and done.status is AgentStatus.COMPLETED
+    observed = {s.call_id: s.content for s in store.steps_after(agent.id) if s.type is StepType.OBSERVE}
+    assert observed["c2"] == "denied: no" and observed["c1"].startswith("echo:")
