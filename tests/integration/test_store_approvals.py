@@ -114,15 +114,18 @@ def test_the_migration_keeps_every_row_and_learns_waiting(backend: str, tmp_path
                 move(config, target)
 
         try:
-            migrate(command.downgrade, "0010-1")  # the schema before approvals
+            # The schema before native tool calling and approvals, whose migrations must
+            # keep every row (no rebuild of `agents` on SQLite: its cascade took the steps).
+            migrate(command.downgrade, "0008")
             repository = Repository(engine)
             user, _ = repository.create_user("before")
             agent = Agent.new(user_id=user.id, goal="g", model="m", max_steps=5)
             with engine.begin() as conn:  # the columns of then only
                 conn.execute(text(
                     "INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count,"
-                    " created_at, updated_at, attempt, losses) VALUES (:id, :user, 'g', 'PENDING',"
-                    " 'm', 5, 0, :now, :now, 0, 0)"), {"id": agent.id.hex, "user": user.id.hex, "now": utcnow()})
+                    " created_at, updated_at, attempt, losses, thread_id) VALUES (:id, :user, 'g',"
+                    " 'PENDING', 'm', 5, 0, :now, :now, 0, 0, :id)"),
+                    {"id": agent.id.hex, "user": user.id.hex, "now": utcnow()})
                 conn.execute(text(
                     "INSERT INTO agent_steps (agent_id, seq, step, type, content, created_at,"
                     " attempt) VALUES (:id, 1, 0, 'THINK', 'x', :now, 1)"), {"id": agent.id.hex, "now": utcnow()})
