@@ -35,10 +35,12 @@ event: observe
 data: {"agent_id": "…", "seq": 7, "step": 2, "type": "observe", "tool": "calculate", "content": "1113177"}
 ```
 
-`event` is one of `think`, `act`, `observe`, `final`, `error`, `cancelled`, then always a
-last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after which the
-stream closes. `cancelled` and `done` carry no `id`. A comment line `: keepalive`
-is sent while nothing happens."""
+`event` is one of `think`, `act`, `observe`, `final`, `error`, `waiting`, `cancelled`,
+then always a last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after
+which the stream closes. `waiting` (data `{"agent_id", "call_id", "tool", "input"}`) is
+sent when the agent starts to wait for an approval, and to a client that joins while it
+waits; the stream stays open across the wait. `waiting`, `cancelled` and `done` carry no
+`id`. A comment line `: keepalive` is sent while nothing happens."""
 
 
 @bp.get("/api/v1/openapi.json")
@@ -121,8 +123,8 @@ def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dic
 
 
 AGENT_EVENT = _sse_event(
-    ["think", "act", "observe", "final", "error", "cancelled", "done"],
-    {"anyOf": [_ref("StepEvent"), _ref("EndEvent")]},
+    ["think", "act", "observe", "final", "error", "waiting", "cancelled", "done"],
+    {"anyOf": [_ref("StepEvent"), _ref("WaitingEvent"), _ref("EndEvent")]},
     with_id=True,
 )
 STATUS_EVENT = _sse_event(["status"], _ref("StatusEvent"), with_id=False)
@@ -203,11 +205,30 @@ def _operations() -> dict[str, dict[str, Any]]:
             },
             "delete": {
                 "operationId": "cancelAgent", "tags": ["agents"],
-                "summary": "Cancel a PENDING or RUNNING agent.",
+                "summary": "Cancel a PENDING, RUNNING or WAITING agent.",
                 "responses": {
                     "200": _json("Agent", "The agent, now CANCELLED."),
                     **NOT_FOUND,
                     "409": _error("The agent had already ended (COMPLETED, FAILED or CANCELLED)."),
+                    **COMMON_ERRORS,
+                },
+            },
+        },
+        "/api/v1/agents/{agent_id}/approval": {
+            "parameters": [AGENT_ID],
+            "post": {
+                "operationId": "answerApproval", "tags": ["agents"],
+                "summary": "Answer a WAITING agent: approve its tool call (on `input` instead, "
+                           "if given) or deny it; it goes on PENDING, under a new attempt.",
+                "requestBody": {"required": True,
+                                "content": {JSON: {"schema": _ref("Approval")}}},
+                "responses": {
+                    "202": _json("Agent", "Answered: the agent, PENDING again and queued."),
+                    **BAD_REQUEST, **NOT_FOUND,
+                    "409": _error("The agent is not WAITING (`not_waiting`: never, no longer, "
+                                  "or answered already), or waits for another call "
+                                  "(`wrong_call_id`); it is unchanged."),
+                    "413": _error("The body is larger than 64 KiB."),
                     **COMMON_ERRORS,
                 },
             },
@@ -357,7 +378,11 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
     if tool_names:
         items = create["properties"]["tools"]["anyOf"][0]["items"]
         items["enum"] = list(tool_names)
+    if tool_names:
+        gated = create["properties"]["approve_tools"]["anyOf"][0]["items"]
+        gated["enum"] = [*tool_names, "*"]
     spec.components.schema("CreateAgent", create)
+    spec.components.schema("Approval", _add_model(spec, schemas.ApprovalBody, mode="validation"))
     spec.components.schema("ForkAgent", _add_model(spec, ForkAgent, mode="validation"))
     for model in schemas.RESPONSE_MODELS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))

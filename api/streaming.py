@@ -47,6 +47,7 @@ from jarvis_agents.events import (
     Message,
     StepEvent,
     Subscription,
+    Waiting,
     follow,
 )
 
@@ -242,6 +243,9 @@ class AgentStream:
                     return  # the client left
             if isinstance(told, StepEvent):
                 yield step_event_frame(told)
+                last_write = time.monotonic()
+            elif isinstance(told, Waiting):
+                yield sse("waiting", told.data)
                 last_write = time.monotonic()
             elif isinstance(told, Ended):
                 yield ended_frames(told)

@@ -16,6 +16,7 @@ from jarvis_agents.events.follow import (
     Follower,
     StepEvent,
     StepSource,
+    Waiting,
     follow,
     is_terminal_status,
 )
@@ -30,6 +31,7 @@ from jarvis_agents.events.messages import (
     encode,
     status_event,
     step_event,
+    waiting_event,
 )
 from jarvis_agents.events.redis_bus import RedisEventBus
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
@@ -37,6 +39,6 @@ from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscripti
 __all__ = [
     "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "USER_CHANNEL", "Ended",
     "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message", "RedisEventBus", "Signal",
-    "StepEvent", "StepSource", "Subscriber", "Subscription", "decode", "encode",
-    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event",
+    "StepEvent", "StepSource", "Subscriber", "Subscription", "Waiting", "decode", "encode",
+    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "waiting_event",
 ]
