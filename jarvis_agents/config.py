@@ -68,6 +68,8 @@ class Settings:
     duckduckgo_url: str = "https://api.duckduckgo.com/"
     log_json: bool | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
+    # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
+    model_concurrency: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -147,6 +149,7 @@ class Settings:
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
+            model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -232,6 +235,22 @@ def _webhook_secret(value: str | None) -> str | None:
                 "base64; give a whsec_ secret as issued, or a plain secret without the prefix"
             )
     return value
+
+
+def _model_caps(raw: str) -> tuple[tuple[str, int], ...]:
+    """`MODEL=N,…` (JARVIS_MODEL_CONCURRENCY) as (model, N) pairs; a model's name may hold `=`
+    no more than a comma, so each pair splits at its last `=`."""
+    caps: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        model, equals, number = item.rpartition("=")
+        if not equals or not model.strip() or not number.strip().isdigit() or int(number) < 1:
+            raise ConfigError(
+                f"JARVIS_MODEL_CONCURRENCY must be MODEL=N pairs separated by commas, N at "
+                f"least 1 (e.g. llama3.2=2,openai/gpt-4o=20), not {raw!r}")
+        caps[model.strip()] = int(number)
+    return tuple(caps.items())
 
 
 def _url(env: Mapping[str, str], name: str, default: str) -> str:

@@ -33,6 +33,7 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
+from jarvis_agents.routing import queue_for
 from jarvis_agents.service import Dispatcher
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
@@ -156,7 +157,8 @@ class AgentRunner:
 
     def _requeue(self, agent_id: uuid.UUID, task_id: str | None) -> None:
         try:
-            self.dispatcher.enqueue(agent_id, task_id=task_id or str(agent_id))
+            self.dispatcher.enqueue(agent_id, task_id=task_id or str(agent_id),
+                                    queue=self._queue_of(agent_id))
         except DependencyUnavailable as exc:  # the sweep queues it again
             log.warning("agent %s not started as the worker stops, nor queued again: %s",
                         agent_id, exc)
@@ -168,7 +170,8 @@ class AgentRunner:
         if not self.store.release(agent.id, agent.attempt):
             return  # it ended, or was cancelled or taken over, meanwhile
         try:
-            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}")
+            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}",
+                                    queue=queue_for(agent.model))
         except DependencyUnavailable as exc:
             log.warning("agent %s handed back; a sweep will queue it (%s)", agent.id, exc)
             return
@@ -301,7 +304,8 @@ class AgentRunner:
                     log.info("agent %s was handed back (attempt %s); re-enqueueing", agent_id, attempt)
                 else:
                     log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
-                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}")
+                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}",
+                                        queue=self._queue_of(agent_id))
                 count += 1
         # A message prefetched by a worker that was then killed is gone with it (agent
         # runs have no unacked bookkeeping in Redis: workers.broker), and one whose
@@ -311,7 +315,7 @@ class AgentRunner:
         claimed = self.repository.requeue_pending(untouched_before=pending_before)
         for done, (agent_id, task_id) in enumerate(claimed):
             try:
-                self.dispatcher.enqueue(agent_id, task_id=task_id)
+                self.dispatcher.enqueue(agent_id, task_id=task_id, queue=self._queue_of(agent_id))
             except DependencyUnavailable:
                 for unsent, _ in claimed[done:]:
                     self.repository.forget_task(unsent)  # for the next sweep
@@ -319,6 +323,11 @@ class AgentRunner:
             log.info("agent %s was not on the queue or waited long; re-enqueued", agent_id)
             count += 1
         return count
+
+    def _queue_of(self, agent_id: uuid.UUID) -> str:
+        """The queue of the agent's model (routing): read, as the sweeps that need it are rare."""
+        agent = self.repository.get(agent_id)
+        return queue_for(agent.model if agent is not None else None)
 
     def _listen(self, redis_client: Any) -> None:
         """Set the stop flag of an agent running here as soon as its cancel is published.

@@ -19,6 +19,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, QueuePush
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.routing import DEFAULT_QUEUE, queue_for
 from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,13 @@ log = logging.getLogger(__name__)
 class Dispatcher(Protocol):
     """Puts agents on the queue and pulls them off it (Celery in production)."""
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
-        """Queue a run of the agent; raises DependencyUnavailable if the broker is down."""
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = DEFAULT_QUEUE) -> None:
+        """Queue a run of the agent on `queue` (`routing.queue_for(agent.model)`); raises
+        DependencyUnavailable if the broker is down."""
 
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
+    def queue_push(
+        self, agent_id: uuid.UUID, *, task_id: str, queue: str = DEFAULT_QUEUE
+    ) -> QueuePush | None:
         """The message `enqueue` would send, ready to LPUSH onto the broker's Redis (the
         event bus's: one REDIS_URL); None when the queue is not such a list."""
 
@@ -140,13 +144,14 @@ class AgentService:
         sweeper enqueues it once the broker is back: nothing is lost.
         """
         task_id = agent.task_id or str(agent.id)
+        queue = queue_for(agent.model)
         try:
-            push = self.dispatcher.queue_push(agent.id, task_id=task_id)
+            push = self.dispatcher.queue_push(agent.id, task_id=task_id, queue=queue)
             if push is not None:
                 self.events.publish_status(agent, push=push)
             else:
                 self.events.publish_status(agent)
-                self.dispatcher.enqueue(agent.id, task_id=task_id)
+                self.dispatcher.enqueue(agent.id, task_id=task_id, queue=queue)
         except DependencyUnavailable as exc:
             log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
             self.repository.forget_task(agent.id)

@@ -24,12 +24,13 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import QueuePush
+from jarvis_agents.routing import DEFAULT_QUEUE, QueueDirectory, model_of
 from workers.broker import TRANSPORT
 
 log = logging.getLogger(__name__)
 
 RUN_AGENT = "jarvis.run_agent"
-QUEUE = "jarvis-agents"
+QUEUE = DEFAULT_QUEUE  # a model's agents go to its own queue: jarvis_agents.routing
 
 
 def create_celery(settings: Settings) -> Celery:
@@ -80,12 +81,15 @@ def create_celery(settings: Settings) -> Celery:
 class CeleryDispatcher:
     """Sends agents to the queue; the API and the sweeper use it."""
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: Celery, *, directory: QueueDirectory | None = None) -> None:
         self.app = app
+        self.directory = directory  # where a model's queue is listed as in use
         self._origin = anon_nodename()
         self._pushable = is_plain_redis(app)
 
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
+    def queue_push(
+        self, agent_id: uuid.UUID, *, task_id: str, queue: str = QUEUE
+    ) -> QueuePush | None:
         """The message `enqueue` would send, for the caller to LPUSH onto the broker.
 
         It lets `AgentService.create` queue an agent in the same Redis round trip as its
@@ -95,22 +99,33 @@ class CeleryDispatcher:
         """
         if not self._pushable:
             return None
+        self._list(queue)
         return QueuePush(
-            QUEUE,
+            queue,
             redis_task_message(self.app, RUN_AGENT, [str(agent_id)], task_id=task_id,
-                               queue=QUEUE, origin=self._origin),
+                               queue=queue, origin=self._origin),
         )
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = QUEUE) -> None:
         try:
+            self._list(queue)
             self.app.send_task(
-                RUN_AGENT, args=[str(agent_id)], task_id=task_id, queue=QUEUE,
+                RUN_AGENT, args=[str(agent_id)], task_id=task_id, queue=queue,
                 retry=True,
                 retry_policy={"max_retries": 3, "interval_start": 0.1, "interval_step": 0.5,
                               "interval_max": 1.0},
             )
         except (KombuOperationalError, OSError) as exc:
             raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+
+    def _list(self, queue: str) -> None:
+        """List a model's queue as in use, for the workers that take every model."""
+        model = model_of(queue)
+        if model is not None and self.directory is not None:
+            try:
+                self.directory.list_queue(model)
+            except Exception as exc:  # noqa: BLE001 - Redis down: the push fails as well
+                raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         try:

@@ -478,6 +478,15 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
+    def pending_by_model(self) -> dict[str, tuple[int, datetime]]:
+        """PENDING agents by model: how many, and when the oldest was created."""
+        rows = self._read(
+            select(agents.c.model, func.count().label("n"), func.min(agents.c.created_at).label("oldest"))
+            .where(agents.c.status == AgentStatus.PENDING.value)
+            .group_by(agents.c.model)
+        )
+        return {row["model"]: (row["n"], _aware(row["oldest"])) for row in rows}
+
     def _read(self, statement: Executable) -> Sequence[RowMapping]:
         if self._pg is not None:
             return self._pg.read(statement)  # run again if its connection had just died

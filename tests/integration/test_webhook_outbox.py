@@ -31,10 +31,10 @@ SECRET = "s3cret"
 class NoQueue:
     """The service's dispatcher: nothing is queued in these tests."""
 
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+    def queue_push(self, agent_id: uuid.UUID, *, task_id: str, queue: str = "") -> None:
         return None
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = "") -> None:
         pass
 
     def revoke(self, task_ids: object) -> None:

@@ -33,6 +33,7 @@ class RunnerStore(MemoryStore):
         super().__init__()
         self.released: list[tuple[uuid.UUID, int]] = []
         self.enqueued: list[str] = []
+        self.queues: list[str] = []
         self.beats: list[list[tuple[uuid.UUID, int]]] = []
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
@@ -45,8 +46,9 @@ class RunnerStore(MemoryStore):
         self.released.append((agent_id, attempt))
         return True
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:  # the dispatcher's
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = "") -> None:  # the dispatcher's
         self.enqueued.append(task_id)
+        self.queues.append(queue)
 
     def heartbeat(self, owned: Sequence[tuple[uuid.UUID, int]]) -> None:
         self.beats.append(sorted(owned))

@@ -23,6 +23,7 @@ from jarvis_agents.events import (
     RedisEventBus,
 )
 from jarvis_agents.lifecycle import Agent
+from jarvis_agents.routing import queue_for
 from jarvis_agents.service import AgentService, CreateRequest
 from workers.celery_app import QUEUE, RUN_AGENT, CeleryDispatcher, create_celery
 
@@ -48,12 +49,15 @@ class Dispatcher:
         self.pushes = pushes
         self.failure = failure
         self.enqueued: list[tuple[uuid.UUID, str]] = []
+        self.queues: list[str] = []  # the queue of each push or enqueue
 
-    def queue_push(self, agent_id: uuid.UUID, *, task_id: str) -> QueuePush | None:
-        return QueuePush(QUEUE, json.dumps({"task_id": task_id})) if self.pushes else None
+    def queue_push(self, agent_id: uuid.UUID, *, task_id: str, queue: str = QUEUE) -> QueuePush | None:
+        self.queues.append(queue)
+        return QueuePush(queue, json.dumps({"task_id": task_id})) if self.pushes else None
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = QUEUE) -> None:
         self.log.append("enqueue")
+        self.queues.append(queue)
         if self.failure is not None:
             raise self.failure
         self.enqueued.append((agent_id, task_id))
@@ -106,7 +110,7 @@ def test_the_task_rides_in_the_round_trip_of_the_pending_publish() -> None:
     assert [c[:2] for c in commands] == [
         ("PUBLISH", AGENT_CHANNEL.format(agent.id)),
         ("PUBLISH", USER_CHANNEL.format(agent.user_id)),
-        ("LPUSH", QUEUE),  # after PENDING, so no RUNNING can overtake it
+        ("LPUSH", queue_for("llama3.2")),  # after PENDING, so no RUNNING can overtake it
     ]
     assert json.loads(commands[0][2])["data"]["status"] == "PENDING"
     assert json.loads(commands[2][2]) == {"task_id": str(agent.id)}
@@ -121,6 +125,7 @@ def test_without_a_ready_message_it_publishes_then_enqueues() -> None:
         uuid.uuid4(), CreateRequest(goal="What is 2 + 2?"))
     assert log == ["commit", "enqueue"]
     assert dispatcher.enqueued == [(agent.id, str(agent.id))]
+    assert dispatcher.queues == ["jarvis-agents@llama3.2"] * 2  # the model's queue (routing)
     assert [m.data["status"] for m in events.messages] == ["PENDING", "PENDING"]
     assert events.pushes == []
 

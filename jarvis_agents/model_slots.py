@@ -1,0 +1,214 @@
+"""Per-model caps on calls in flight across every worker (`JARVIS_MODEL_CONCURRENCY`, §10).
+
+A fair, crash-safe semaphore per capped model, in Redis. A call takes a ticket (INCR)
+and waits in a sorted set in ticket order; slots go to the head of that queue, so calls
+over the cap start in the order they asked, across all processes. A slot or a ticket
+belongs to its process (the token is `<owner>/<n>`), and a process keeps a key of its
+own alive with a short TTL: when the process dies the key expires and its slots and
+tickets are dropped by the next grant, so a crash frees its slots within OWNER_TTL_S.
+
+All the bookkeeping is one Lua script (atomic): enter (take a ticket), leave (give the
+slot or ticket back), or just look; each then drops the dead owners' slots, grants free
+slots to the head of the queue and returns the holders. In a process, one thread looks
+for the local waiters every POLL_S while some wait (a slot freed by this process is
+granted at once), and renews the process's key.
+
+A wait never fails for the cap and is no step timeout (the caller moves its deadline by
+the wait); a cancellation or a shutdown wakes it at once and gives the ticket back.
+Redis out of reach: the wait goes on until it answers again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from jarvis_agents.errors import Cancelled
+from jarvis_agents.llm.base import StopSignal
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.05
+OWNER_TTL_S = 10.0
+KEY = "jarvis:slots:"  # + model + ":queue" | ":holders" | ":seq"; + "owner:" + owner
+
+# KEYS: queue (token -> ticket), holders (set of tokens), seq. ARGV: op, cap, owner key
+# prefix, token.
+_SCRIPT = """
+local queue, holders, seq = KEYS[1], KEYS[2], KEYS[3]
+local op, cap, prefix, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local function alive(t)
+  return redis.call('EXISTS', prefix .. string.match(t, '^[^/]+')) == 1
+end
+if op == 'enter' then
+  redis.call('ZADD', queue, redis.call('INCR', seq), token)
+elseif op == 'leave' then
+  redis.call('SREM', holders, token)
+  redis.call('ZREM', queue, token)
+end
+for _, t in ipairs(redis.call('SMEMBERS', holders)) do
+  if not alive(t) then redis.call('SREM', holders, t) end
+end
+while redis.call('SCARD', holders) < cap do
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head then break end
+  redis.call('ZREM', queue, head)
+  if alive(head) then redis.call('SADD', holders, head) end
+end
+return redis.call('SMEMBERS', holders)
+"""
+
+
+@dataclass
+class _Waiter:
+    model: str
+    token: str
+    event: threading.Event = field(default_factory=threading.Event)
+    entered: bool = False
+    granted: bool = False
+
+
+class ModelSlots:
+    """This process's side of the per-model semaphores."""
+
+    def __init__(
+        self, redis_client: Any, caps: Mapping[str, int], *, poll_s: float = POLL_S,
+        owner_ttl_s: float = OWNER_TTL_S,
+    ) -> None:
+        self.redis = redis_client
+        self.caps = dict(caps)
+        self.poll_s = poll_s
+        self.owner_ttl_s = owner_ttl_s
+        self.owner = uuid.uuid4().hex
+        self._script = redis_client.register_script(_SCRIPT)
+        self._numbers = itertools.count()
+        self._waiting: dict[str, _Waiter] = {}  # by token
+        self._lock = threading.Lock()
+        self._wake = threading.Event()  # a waiter arrived: look now
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._renewed_at = -float("inf")
+
+    def cap(self, model: str) -> int | None:
+        return self.caps.get(model)
+
+    def start(self) -> None:
+        self._renew()
+        self._thread = threading.Thread(target=self._loop, name="jarvis-model-slots", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.redis.delete(KEY + "owner:" + self.owner)  # its slots are free at once
+        except Exception as exc:  # noqa: BLE001 - it expires anyway
+            log.warning("could not release this process's model slots: %s", exc)
+
+    @contextmanager
+    def slot(self, model: str, *, should_stop: Callable[[], bool]) -> Iterator[float]:
+        """Hold one of `model`'s slots while the block runs; yields how long it waited.
+
+        Raises Cancelled if `should_stop` turns true while it waits.
+        """
+        cap = self.caps.get(model)
+        if cap is None:
+            yield 0.0
+            return
+        waiter = _Waiter(model, f"{self.owner}/{next(self._numbers)}")
+        began = time.monotonic()
+        with self._lock:
+            self._waiting[waiter.token] = waiter
+        try:
+            self._enter(waiter, cap)
+            self._await(waiter, should_stop)
+        except BaseException:
+            self._leave(waiter, cap)
+            raise
+        try:
+            yield time.monotonic() - began
+        finally:
+            self._leave(waiter, cap)
+
+    # --- the waiting side ----------------------------------------------------------
+
+    def _enter(self, waiter: _Waiter, cap: int) -> None:
+        try:
+            holders = self._run("enter", waiter.model, cap, waiter.token)
+        except Exception as exc:  # noqa: BLE001 - the loop enters it when Redis is back
+            log.warning("model slots: Redis did not answer (%s); waiting", exc)
+            self._wake.set()
+            return
+        waiter.entered = True
+        self._grant(holders)
+        if not waiter.granted:
+            self._wake.set()
+
+    def _await(self, waiter: _Waiter, should_stop: Callable[[], bool]) -> None:
+        poll_s = should_stop.poll_s if isinstance(should_stop, StopSignal) else 0.1
+        waking = should_stop.waking(waiter.event.set) if isinstance(should_stop, StopSignal) else None
+        with waking if waking is not None else nullcontext():
+            while not waiter.granted:
+                if should_stop():
+                    raise Cancelled("the agent was cancelled while waiting for a model slot")
+                waiter.event.wait(poll_s)
+                waiter.event.clear()
+
+    def _leave(self, waiter: _Waiter, cap: int) -> None:
+        with self._lock:
+            self._waiting.pop(waiter.token, None)
+        if not waiter.entered:
+            return
+        try:
+            self._grant(self._run("leave", waiter.model, cap, waiter.token))
+        except Exception as exc:  # noqa: BLE001 - its owner's key expiry frees it
+            log.warning("model slots: could not give a slot of %s back: %s", waiter.model, exc)
+
+    # --- the process's thread ------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - self._renewed_at >= self.owner_ttl_s / 3:
+                    self._renew()
+                self._look()
+            except Exception as exc:  # noqa: BLE001 - Redis restarts; the next round tries
+                log.warning("model slots: %s", exc)
+            with self._lock:
+                idle = not self._waiting
+            self._wake.wait(self.owner_ttl_s / 3 if idle else self.poll_s)
+            self._wake.clear()
+
+    def _look(self) -> None:
+        with self._lock:
+            waiting = [w for w in self._waiting.values() if not w.granted]
+        for waiter in [w for w in waiting if not w.entered]:
+            self._enter(waiter, self.caps[waiter.model])
+        for model in {w.model for w in waiting if w.entered}:
+            self._grant(self._run("look", model, self.caps[model], ""))
+
+    def _renew(self) -> None:
+        self.redis.set(KEY + "owner:" + self.owner, "1", px=int(self.owner_ttl_s * 1000))
+        self._renewed_at = time.monotonic()
+
+    def _run(self, op: str, model: str, cap: int, token: str) -> list[str]:
+        keys = [f"{KEY}{model}:queue", f"{KEY}{model}:holders", f"{KEY}{model}:seq"]
+        found = self._script(keys=keys, args=[op, cap, KEY + "owner:", token])
+        return [t.decode() if isinstance(t, bytes) else t for t in found]
+
+    def _grant(self, holders: list[str]) -> None:
+        with self._lock:
+            granted = [self._waiting[t] for t in holders if t in self._waiting]
+        for waiter in granted:
+            if not waiter.granted:
+                waiter.granted = True
+                waiter.event.set()
