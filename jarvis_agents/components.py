@@ -20,6 +20,7 @@ from jarvis_agents.store.repository import Repository
 if TYPE_CHECKING:
     from jarvis_agents.cluster_metrics import ClusterMetrics
     from jarvis_agents.model_slots import ModelSlots
+    from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.service import Dispatcher
     from jarvis_agents.tools.registry import ToolRegistry
@@ -113,7 +114,11 @@ class WorkerComponents:
         self.redis.close()
 
 
-def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+def build_worker(
+    settings: Settings, dispatcher: Dispatcher, *, directory: QueueDirectory | None = None,
+) -> WorkerComponents:
+    """A worker's pieces; `directory` (routing) lets its sweeper skip the agents of models
+    no live worker takes."""
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.governed import GovernedModel
@@ -151,7 +156,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     )
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings,
+        dispatcher=dispatcher, settings=settings, directory=directory,
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,

@@ -105,7 +105,7 @@ def celery_main(
         start_http_server(settings.worker_metrics_port)
     app = create_celery(settings)
     directory = QueueDirectory(redis_client(settings, max_connections=10))
-    components = build_worker(settings, CeleryDispatcher(app, directory=directory))
+    components = build_worker(settings, CeleryDispatcher(app, directory=directory), directory=directory)
     app.jarvis = components  # the tasks reach the runner through their app
     components.start_background()
     presence = worker_presence(app, settings, directory, components.runner, models)

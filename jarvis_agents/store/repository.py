@@ -478,6 +478,13 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
+    def models_of(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The model of each of these agents (those that exist)."""
+        if not agent_ids:
+            return {}
+        rows = self._read(select(agents.c.id, agents.c.model).where(agents.c.id.in_(list(agent_ids))))
+        return {row["id"]: row["model"] for row in rows}
+
     def pending_by_model(self) -> dict[str, tuple[int, datetime]]:
         """PENDING agents by model: how many, and when the oldest was created."""
         rows = self._read(
