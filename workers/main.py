@@ -160,7 +160,7 @@ def worker_presence(
 
     from jarvis_agents.routing import WorkerPresence
 
-    name = f"jarvis-{os.getpid()}@{socket.gethostname()}"
+    name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
 
     def subscribe(queue: str) -> None:
         # Celery's remote control, to this worker only: its consumer adds the queue.
