@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "peer")
+SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "routing", "peer")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -78,7 +78,16 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    from bench import concurrency, environment, fanout, langgraph_peer, overhead, report, webhooks
+    from bench import (
+        concurrency,
+        environment,
+        fanout,
+        langgraph_peer,
+        overhead,
+        report,
+        routing,
+        webhooks,
+    )
     from bench.stack import Stack
 
     wanted = [s for s in SCENARIOS if s in (args.scenario or SCENARIOS)]
@@ -93,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "concurrency": concurrency.QUICK if args.quick else concurrency.ConcurrencySizes(),
         "fanout": fanout.QUICK if args.quick else fanout.FanoutSizes(),
         "webhooks": webhooks.QUICK if args.quick else webhooks.WebhookSizes(),
+        "routing": routing.QUICK if args.quick else routing.RoutingSizes(),
     }
     if args.workers:
         from dataclasses import replace
@@ -162,7 +172,7 @@ def _ours(
     results: dict[str, Any],
     peer: Any,
 ) -> None:
-    from bench import concurrency, fanout, overhead, webhooks
+    from bench import concurrency, fanout, overhead, routing, webhooks
     from bench.driver import User
 
     users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -194,6 +204,10 @@ def _ours(
         print("scenario 5: webhooks", flush=True)
         results["webhooks"] = webhooks.run(stack, users, runs=args.runs, sizes=sizes["webhooks"])
         results["webhooks"]["sizes"] = asdict(sizes["webhooks"])
+    if "routing" in ours:
+        print("scenario 6: routing by model and per-model caps", flush=True)
+        results["routing"] = routing.run(stack, users, runs=args.runs, sizes=sizes["routing"])
+        results["routing"]["sizes"] = asdict(sizes["routing"])
 
 
 def _peer_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench import webhooks
+from bench import routing, webhooks
 from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
 
@@ -84,6 +84,8 @@ def render(results: dict[str, Any], *, notes: str) -> str:
         out += _fanout(results["fanout"])
     if results.get("webhooks"):
         out += webhooks.section(results["webhooks"])
+    if results.get("routing"):
+        out += routing.section(results["routing"])
     if results.get("peer"):
         out += _peer(results)
     out += ["## Notes: profiles, causes, proposed fixes", "", NOTES_BEGIN, notes, NOTES_END, ""]

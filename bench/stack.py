@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -279,13 +280,15 @@ class Stack:
         return self.start_workers(model, concurrency=concurrency, names=[name])[0]
 
     def start_workers(
-        self, model: ModelServer, *, names: list[str], concurrency: int | None = None
+        self, model: ModelServer, *, names: list[str], concurrency: int | None = None,
+        extra_args: Sequence[str] = (), extra_env: Mapping[str, str] | None = None,
     ) -> list[Process]:
         """`jarvis-agents worker` processes, started together, returned once all are ready."""
-        args = [sys.executable, "-m", "jarvis_agents.cli", "worker"]
+        args = [sys.executable, "-m", "jarvis_agents.cli", "worker", *extra_args]
         if concurrency is not None:
             args += ["--concurrency", str(concurrency)]
-        processes = [self._start(name, args, env=self.env(OLLAMA_HOST=model.url)) for name in names]
+        env = self.env(OLLAMA_HOST=model.url, **(extra_env or {}))
+        processes = [self._start(name, args, env=env) for name in names]
         for process in processes:
             process.wait_for("ready.", timeout_s=90)
         return processes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import webhooks
+from bench import routing, webhooks
 from bench.figures import best_workers, by_workers, med, num, processes
 
 
@@ -176,5 +176,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("the peer comparisons", f"not measured: {p['unavailable']}", "n/a"))
     if (w := results.get("webhooks")) and w.get("runs"):
         label, measured, ok = webhooks.target(w)
+        rows.append((label, measured, verdict(ok)))
+    if (g := results.get("routing")) and g.get("runs"):
+        label, measured, ok = routing.target(g)
         rows.append((label, measured, verdict(ok)))
     return rows
