@@ -33,14 +33,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DatabaseFigures:
-    """Agents by status, and the PENDING ones by model: (how many, oldest created_at)."""
+    """Agents by status, the PENDING ones by model: (how many, oldest created_at), and the
+    FAILED ones by stop reason."""
 
     by_status: dict[str, int]
     pending: dict[str, tuple[int, datetime]]
+    failed: dict[str, int]
 
     @classmethod
     def read(cls, repository: Repository) -> DatabaseFigures:
-        return cls(repository.status_counts(), repository.pending_by_model())
+        return cls(repository.status_counts(), repository.pending_by_model(),
+                   repository.failed_by_reason())
 
 
 class SystemFigures:
@@ -99,7 +102,11 @@ class SystemCollector(Collector):
         now = utcnow()
         for model, (_, oldest) in sorted(figures.pending.items()):
             age.add_metric([model], max(0.0, (now - oldest).total_seconds()))
-        yield from (agents, age)
+        failed = GaugeMetricFamily("jarvis_agents_failed", "FAILED agents by stop reason.",
+                                   labels=["stop_reason"])
+        for reason, count in sorted(figures.failed.items()):
+            failed.add_metric([reason], float(count))
+        yield from (agents, age, failed)
 
     def _redis(self, database: DatabaseFigures | None) -> Iterator[Metric]:
         directory = self.figures.directory
@@ -112,6 +119,12 @@ class SystemCollector(Collector):
         yield depth
         yield GaugeMetricFamily("jarvis_workers_alive", "Worker processes alive.",
                                 value=float(len(workers)))
+        running = GaugeMetricFamily(
+            "jarvis_worker_running", "Agents each live worker runs now; `models` is what it "
+            "takes (empty: every model).", labels=["worker", "models"])
+        for worker in workers:
+            running.add_metric([worker.name, ",".join(worker.models or ())], float(worker.running))
+        yield running
         if database is not None:
             yield _stranded(database, workers)
         yield from families

@@ -478,6 +478,15 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
+    def failed_by_reason(self) -> dict[str, int]:
+        """FAILED agents by stop reason."""
+        rows = self._read(
+            select(agents.c.stop_reason, func.count().label("n"))
+            .where(agents.c.status == AgentStatus.FAILED.value)
+            .group_by(agents.c.stop_reason)
+        )
+        return {row["stop_reason"] or "": row["n"] for row in rows}
+
     def models_of(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
         """The model of each of these agents (those that exist)."""
         if not agent_ids:

@@ -87,7 +87,9 @@ def test_metrics_report_what_the_workers_did(api_env, start_api, start_worker, f
         text = http.get("/metrics").text
     names = [family.name for family in text_string_to_metric_families(text)]
     assert len(names) == len(set(names))  # valid exposition: no family twice in one scrape
-    assert {"jarvis_webhook_deliveries", "jarvis_model_wait_seconds"} <= set(names)
+    assert {"jarvis_webhook_deliveries", "jarvis_model_wait_seconds", "jarvis_agents_failed"} <= set(names)
+    (running,) = [k for k in samples if k.startswith("jarvis_worker_running{")]  # what each runs
+    assert 'models="test-model"' in running
     assert samples['jarvis_planning_seconds_count{model="test-model"}'] == 6  # 2 calls per agent
     assert samples['jarvis_planning_seconds_bucket{le="+Inf",model="test-model"}'] == 6
     assert samples['jarvis_model_tokens_total{direction="input",model="test-model"}'] > 0
