@@ -1,4 +1,5 @@
-"""The dashboard: one static page at `/` and its assets, no build step, no CDN.
+"""The dashboard: one static page at `/` for a user's agents, one at `/operator` for the
+whole system, and their assets; no build step, no CDN.
 
 The page itself needs no API key (CONTRACT §2); it asks the user for one and calls
 the API with it, so everything it shows is as protected as the API. The strict
@@ -17,7 +18,11 @@ from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page's assets: the stylesheet, and the script's modules (it imports the others).
-ASSETS = ("dashboard.css", "dashboard.js", "form.js", "page.js", "sse.js", "views.js")
+ASSETS = ("dashboard.css", "dashboard.js", "form.js", "page.js", "sse.js", "views.js",
+          "operator.css", "operator.js", "metrics.js")
+# The operator page's chart library, vendored (static/vendor/uplot/VERSION says whence).
+CHART_DIR = STATIC_DIR / "vendor" / "uplot"
+CHART_ASSETS = ("uPlot.iife.min.js", "uPlot.min.css")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -39,6 +44,21 @@ def index() -> Response:
                     content_type="text/html; charset=utf-8")
     page.add_etag()
     return _secure(page.make_conditional(request))
+
+
+@dashboard.get("/operator")
+@public
+def operator() -> Response:
+    """Figures from /metrics and /readyz, which need no key either: the page asks none."""
+    page = Response(render_template("operator.html"), content_type="text/html; charset=utf-8")
+    page.add_etag()
+    return _secure(page.make_conditional(request))
+
+
+@dashboard.get(f"/static/vendor/uplot/<any({', '.join(repr(name) for name in CHART_ASSETS)}):name>")
+@public
+def chart_asset(name: str) -> Response:
+    return _secure(send_from_directory(CHART_DIR, name, max_age=0))
 
 
 @dashboard.get(f"/static/<any({', '.join(repr(name) for name in ASSETS)}):name>")

@@ -27,9 +27,10 @@ from bench import driver
 from bench.driver import StatusListener, User
 from bench.figures import cell, med, num, processes
 from bench.processes import Process
-from bench.stack import ModelServer, Stack
+from bench.stack import WEBHOOK_ENV, ModelServer, Stack
 from bench.stats import latency_summary
 from bench.webhook_receiver import fetch_deliveries
+from jarvis_agents.lifecycle import utcnow
 
 
 def _per_core() -> tuple[int, ...]:
@@ -60,8 +61,8 @@ def run(
     processes_now = [*workers, receiver, model.process]
 
     def phase(webhook_url: str | None, agents: int, run: str) -> dict[str, Any]:
-        return _phase(stack, model, users, listener, processes_now, webhook_url, url, agents,
-                      run, sizes)
+        return _phase(stack, model, users, listener, processes_now, receiver, webhook_url, url,
+                      agents, run, sizes)
 
     try:
         phase(url, sizes.warmup_agents, "warm")
@@ -73,6 +74,7 @@ def run(
                 for half in order
             }
             plain, hooked = found["plain"], found["webhooks"]
+            floor_ms = _try_floor_ms(stack, users[0], url)
             entry = {
                 "plain_agents_per_s": plain["agents_per_s"],
                 "webhooks_agents_per_s": hooked["agents_per_s"],
@@ -80,14 +82,30 @@ def run(
                 "plain_cpu_ms_per_agent": plain["cpu_ms_per_agent"],
                 "webhooks_cpu_ms_per_agent": hooked["cpu_ms_per_agent"],
                 "cpu_ratio": hooked["cpu_ms_per_agent"] / plain["cpu_ms_per_agent"],
+                "receiver_cpu_ms_per_agent": hooked["receiver_cpu_ms_per_agent"],
+                "try_floor_ms": floor_ms,
+                # The outbox's own cost: what is left of the webhooks' CPU once the try
+                # itself (any webhook, outbox or not, costs one) is taken away.
+                "outbox_cpu_ratio": (hooked["cpu_ms_per_agent"] - hooked["receiver_cpu_ms_per_agent"]
+                                     - floor_ms) / plain["cpu_ms_per_agent"],
+                "floor_share": floor_ms / plain["cpu_ms_per_agent"],
+                # What the webhooks cost on our side: the receiver's CPU is the receiver's.
+                "ours_cpu_ratio": (hooked["cpu_ms_per_agent"] - hooked["receiver_cpu_ms_per_agent"])
+                / plain["cpu_ms_per_agent"],
                 **{k: v for k, v in hooked.items() if k.startswith(("delivered", "delivery_"))},
+                **{f"{half}_{k}": v for half, found_half in (("plain", plain), ("webhooks", hooked))
+                   for k, v in found_half.items()
+                   if k.endswith("_cpu_ms_per_agent") and k.startswith(("workers", "api", "postgres", "redis"))},
             }
             results["runs"].append(entry)
             log(
                 f"  scenario 5, run {r + 1}: {entry['plain_agents_per_s']:.1f} agents/s without "
                 f"webhooks, {entry['webhooks_agents_per_s']:.1f} with ({entry['ratio']:.3f}); CPU "
                 f"{entry['plain_cpu_ms_per_agent']:.1f} vs {entry['webhooks_cpu_ms_per_agent']:.1f} "
-                f"ms per agent; "
+                f"ms per agent (workers {entry['plain_workers_cpu_ms_per_agent']:.1f} vs "
+                f"{entry['webhooks_workers_cpu_ms_per_agent']:.1f}, PostgreSQL "
+                f"{entry['plain_postgres_cpu_ms_per_agent']:.1f} vs "
+                f"{entry['webhooks_postgres_cpu_ms_per_agent']:.1f}); "
                 f"{entry['delivered']} of {sizes.agents} delivered, p50 "
                 f"{entry.get('delivery_p50_ms', float('nan')):.0f} ms after completion"
             )
@@ -102,12 +120,13 @@ def run(
 
 def _phase(
     stack: Stack, model: ModelServer, users: list[User], listener: StatusListener,
-    processes_now: list[Process], webhook_url: str | None, receiver_url: str, agents: int,
-    run: str, sizes: WebhookSizes,
+    processes_now: list[Process], receiver: Process, webhook_url: str | None, receiver_url: str,
+    agents: int, run: str, sizes: WebhookSizes,
 ) -> dict[str, Any]:
     fetch_deliveries(receiver_url, clear=True)
     model.calls(clear=True)
-    cpu0 = _cpu_s(stack, processes_now)
+    cpu0, receiver0 = _cpu_s(stack, processes_now), receiver.cpu_s()
+    parts0 = _cpu_parts(stack, processes_now)
     extra = {"webhook_url": webhook_url} if webhook_url else {}
     replies = driver.create_agents(stack, users, [f"w{run}-{i}" for i in range(agents)],
                                    extra=extra)
@@ -125,6 +144,10 @@ def _phase(
         found["delivered"] = len(arrived)
         found.update({f"delivery_{k}": v for k, v in latency_summary(after).items()})
     found["cpu_ms_per_agent"] = (_cpu_s(stack, processes_now) - cpu0) * 1000 / len(ids)
+    found["receiver_cpu_ms_per_agent"] = (receiver.cpu_s() - receiver0) * 1000 / len(ids)
+    parts1 = _cpu_parts(stack, processes_now)
+    for part, spent in parts1.items():
+        found[f"{part}_cpu_ms_per_agent"] = (spent - parts0[part]) * 1000 / len(ids)
     model.calls(clear=True)
     return found
 
@@ -134,6 +157,47 @@ def _cpu_s(stack: Stack, processes_now: list[Process]) -> float:
     assert stack.api is not None
     return (sum(p.cpu_s() for p in [stack.api, *processes_now])
             + sum(stack.service_cpu_s().values()))
+
+
+def _try_floor_ms(stack: Stack, user: User, receiver_url: str, tries: int = 300) -> float:
+    """CPU ms of one webhook try without any outbox: the body of a real agent's JSON,
+    signed and POSTed to the receiver by the classes the dispatcher uses, in this
+    process, one after another. Any way of sending webhooks pays this per agent."""
+    import json
+    import uuid
+
+    import httpx
+
+    from jarvis_agents.webhooks.sender import WebhookSender
+    from jarvis_agents.webhooks.signing import Signer
+
+    assert stack.api is not None
+    with httpx.Client(base_url=stack.api_url, headers=user.headers) as http:
+        agent = http.get("/api/v1/agents", params={"limit": 1}).json()["agents"][0]
+    signer = Signer(WEBHOOK_ENV["JARVIS_WEBHOOK_SECRET"])
+    sender = WebhookSender(allow_private=True)
+    agent_id = uuid.UUID(agent["id"])
+    try:
+        began = time.process_time()
+        for _ in range(tries):
+            body = json.dumps(agent, separators=(",", ":")).encode()
+            headers = signer.headers(delivery_id=uuid.uuid4(), event="agent.completed",
+                                     agent_id=agent_id, body=body, now=utcnow())
+            assert sender.post(receiver_url, body, headers).delivered
+        spent = time.process_time() - began
+    finally:
+        sender.close()
+    fetch_deliveries(receiver_url, clear=True)
+    return spent * 1000 / tries
+
+
+def _cpu_parts(stack: Stack, processes_now: list[Process]) -> dict[str, float]:
+    """CPU seconds so far of the workers (every process but the receiver and the model
+    server), the API, and each service: where a half's CPU went."""
+    assert stack.api is not None
+    workers = [p for p in processes_now if p.name.startswith("worker")]
+    return {"workers": sum(p.cpu_s() for p in workers), "api": stack.api.cpu_s(),
+            **stack.service_cpu_s()}
 
 
 def _wait_delivered(receiver_url: str, ids: set[str], timeout_s: float) -> dict[str, float]:
@@ -160,7 +224,10 @@ def target(w: dict[str, Any]) -> tuple[str, str, bool | None]:
     measured = (
         f"{num(cost, 1)} % ({num(med(w['runs'], 'webhooks_agents_per_s'))} vs "
         f"{num(med(w['runs'], 'plain_agents_per_s'))} agents/s, ratio {num(ratio, 3)}; CPU "
-        f"per agent × {num(cpu, 3)})"
+        f"per agent × {num(cpu, 3)}, × {num(med(w['runs'], 'ours_cpu_ratio'), 3)} without the "
+        f"receiver's; of that, the floor of one signed POST is "
+        f"{num(med(w['runs'], 'floor_share') * 100, 1)} % and the outbox's own × "
+        f"{num(med(w['runs'], 'outbox_cpu_ratio'), 3)})"
     )
     label = ("a webhook on every agent costs < 5 % of agents/s (same run without webhooks; "
              f"{processes(w['workers'])}; issue 18)")
@@ -195,6 +262,20 @@ def section(w: dict[str, Any]) -> list[str]:
         (
             f"| CPU ms per agent (all but the clients) | {cell(runs, 'plain_cpu_ms_per_agent', 2)} "
             f"| {cell(runs, 'webhooks_cpu_ms_per_agent', 2)} | {cell(runs, 'cpu_ratio', 3)} |"
+        ),
+        (
+            f"| of which the receiver's (not ours) | – | "
+            f"{cell(runs, 'receiver_cpu_ms_per_agent', 2)} | {cell(runs, 'ours_cpu_ratio', 3)} "
+            "without it |"
+        ),
+        (
+            f"| one try alone, no outbox (the floor: signing and POSTing a webhook) | – | "
+            f"{cell(runs, 'try_floor_ms', 2)} | {cell(runs, 'floor_share', 3)} of the "
+            "CPU per agent without webhooks |"
+        ),
+        (
+            f"| the outbox's own (all but the receiver and the floor) | – | – | "
+            f"{cell(runs, 'outbox_cpu_ratio', 3)} |"
         ),
         "",
         (

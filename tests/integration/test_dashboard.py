@@ -6,61 +6,23 @@ losing or repeating a step, cancel, and stay usable on a 375 px wide phone."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, missing
+from tests.conftest import ROOT
+from tests.support.browser import TIMEOUT_MS, expect
 from tests.support.live_stack import KNOWN_MODEL, LiveStack
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]  # the live_stack fixture
-
-CHROMIUM = os.environ.get("JARVIS_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+pytest_plugins = [
+    "tests.support.api_fixtures", "tests.support.live_stack_fixtures",  # the live_stack fixture
+    "tests.support.browser_fixtures",  # the browser and page fixtures
 ]
+
 ARTIFACTS = ROOT / "test-artifacts"
-TIMEOUT_MS = 20_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        missing("Chromium", f"{CHROMIUM} not found (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def page(browser: Any, live_stack: LiveStack) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_stack.url)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert errors == [], f"JavaScript errors on the page: {errors}"
-
-
-def expect(locator: Any) -> Any:
-    from playwright.sync_api import expect as playwright_expect
-
-    return playwright_expect(locator)
 
 
 def sign_in(page: Any, key: str) -> None:
