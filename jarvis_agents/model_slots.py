@@ -8,10 +8,10 @@ own alive with a short TTL: when the process dies the key expires and its slots 
 tickets are dropped by the next grant, so a crash frees its slots within OWNER_TTL_S.
 
 All the bookkeeping is one Lua script (atomic): enter (take a ticket), leave (give the
-slot or ticket back), or just look; each then drops the dead owners' slots, grants free
-slots to the head of the queue and returns the holders. In a process, one thread looks
-for the local waiters every POLL_S while some wait (a slot freed by this process is
-granted at once), and renews the process's key.
+slot or ticket back), or just look; each then grants free slots to the head of the queue,
+dropping dead owners' slots first when none is free. An uncontended call costs two
+script calls (enter, leave). In a process, one thread looks for the local waiters' slots
+every POLL_S while some wait, and renews the process's key.
 
 A wait never fails for the cap and is no step timeout (the caller moves its deadline by
 the wait); a cancellation or a shutdown wakes it at once and gives the ticket back.
@@ -40,12 +40,22 @@ OWNER_TTL_S = 10.0
 KEY = "jarvis:slots:"  # + model + ":queue" | ":holders" | ":seq"; + "owner:" + owner
 
 # KEYS: queue (token -> ticket), holders (set of tokens), seq. ARGV: op, cap, owner key
-# prefix, token.
+# prefix, token, the caller's owner. Returns, for "enter", whether the token holds a slot;
+# else the caller's tokens that hold one. Dead owners' slots are looked for only when no
+# slot is free and a call waits: then they matter, and the holders are at most `cap`.
 _SCRIPT = """
 local queue, holders, seq = KEYS[1], KEYS[2], KEYS[3]
-local op, cap, prefix, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local op, cap, prefix, token, owner = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local function alive(t)
   return redis.call('EXISTS', prefix .. string.match(t, '^[^/]+')) == 1
+end
+local function grant()
+  while redis.call('SCARD', holders) < cap do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then return end
+    redis.call('ZREM', queue, head)
+    if alive(head) then redis.call('SADD', holders, head) end
+  end
 end
 if op == 'enter' then
   redis.call('ZADD', queue, redis.call('INCR', seq), token)
@@ -53,16 +63,21 @@ elseif op == 'leave' then
   redis.call('SREM', holders, token)
   redis.call('ZREM', queue, token)
 end
-for _, t in ipairs(redis.call('SMEMBERS', holders)) do
-  if not alive(t) then redis.call('SREM', holders, t) end
+grant()
+if redis.call('SCARD', holders) >= cap and redis.call('ZCARD', queue) > 0 then
+  for _, t in ipairs(redis.call('SMEMBERS', holders)) do
+    if not alive(t) then redis.call('SREM', holders, t) end
+  end
+  grant()
 end
-while redis.call('SCARD', holders) < cap do
-  local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if not head then break end
-  redis.call('ZREM', queue, head)
-  if alive(head) then redis.call('SADD', holders, head) end
+if op == 'enter' then return redis.call('SISMEMBER', holders, token) end
+local mine = {}
+if op == 'look' then
+  for _, t in ipairs(redis.call('SMEMBERS', holders)) do
+    if string.sub(t, 1, #owner + 1) == owner .. '/' then table.insert(mine, t) end
+  end
 end
-return redis.call('SMEMBERS', holders)
+return mine
 """
 
 
@@ -143,15 +158,16 @@ class ModelSlots:
 
     def _enter(self, waiter: _Waiter, cap: int) -> None:
         try:
-            holders = self._run("enter", waiter.model, cap, waiter.token)
+            granted = self._run("enter", waiter.model, cap, waiter.token)
         except Exception as exc:  # noqa: BLE001 - the loop enters it when Redis is back
             log.warning("model slots: Redis did not answer (%s); waiting", exc)
             self._wake.set()
             return
         waiter.entered = True
-        self._grant(holders)
-        if not waiter.granted:
-            self._wake.set()
+        if granted:
+            waiter.granted = True
+        else:
+            self._wake.set()  # the loop looks for its slot from now on
 
     def _await(self, waiter: _Waiter, should_stop: Callable[[], bool]) -> None:
         poll_s = should_stop.poll_s if isinstance(should_stop, StopSignal) else 0.1
@@ -169,9 +185,14 @@ class ModelSlots:
         if not waiter.entered:
             return
         try:
-            self._grant(self._run("leave", waiter.model, cap, waiter.token))
+            self._run("leave", waiter.model, cap, waiter.token)
         except Exception as exc:  # noqa: BLE001 - its owner's key expiry frees it
             log.warning("model slots: could not give a slot of %s back: %s", waiter.model, exc)
+            return
+        with self._lock:
+            waiting = any(not w.granted for w in self._waiting.values())
+        if waiting:
+            self._wake.set()  # a slot freed here may be a waiter's here: look now
 
     # --- the process's thread ------------------------------------------------------
 
@@ -200,9 +221,11 @@ class ModelSlots:
         self.redis.set(KEY + "owner:" + self.owner, "1", px=int(self.owner_ttl_s * 1000))
         self._renewed_at = time.monotonic()
 
-    def _run(self, op: str, model: str, cap: int, token: str) -> list[str]:
+    def _run(self, op: str, model: str, cap: int, token: str) -> Any:
         keys = [f"{KEY}{model}:queue", f"{KEY}{model}:holders", f"{KEY}{model}:seq"]
-        found = self._script(keys=keys, args=[op, cap, KEY + "owner:", token])
+        found = self._script(keys=keys, args=[op, cap, KEY + "owner:", token, self.owner])
+        if op == "enter":
+            return bool(found)
         return [t.decode() if isinstance(t, bytes) else t for t in found]
 
     def _grant(self, holders: list[str]) -> None:
