@@ -15,7 +15,8 @@ every POLL_S while some wait, and renews the process's key.
 
 A wait never fails for the cap and is no step timeout (the caller moves its deadline by
 the wait); a cancellation or a shutdown wakes it at once and gives the ticket back.
-Redis out of reach: the wait goes on until it answers again.
+Redis out of reach: the wait goes on until it answers again; a Redis that restarted empty
+gets the waiting tokens again (at the back of the queue) within RECHECK_S.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from jarvis_agents.llm.base import StopSignal
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05
+RECHECK_S = 1.0  # how often the waiting tokens are checked against what Redis holds
 OWNER_TTL_S = 10.0
 KEY = "jarvis:slots:"  # + model + ":queue" | ":holders" | ":seq"; + "owner:" + owner
 
 # KEYS: queue (token -> ticket), holders (set of tokens), seq. ARGV: op, cap, owner key
-# prefix, token, the caller's owner. Returns, for "enter", whether the token holds a slot;
+# prefix, token, the caller's owner, and for "look" now and then its waiting tokens. Returns, for "enter", whether the token holds a slot;
 # else the caller's tokens that hold one. Dead owners' slots are looked for only when no
 # slot is free and a call waits: then they matter, and the holders are at most `cap`.
 _SCRIPT = """
@@ -59,6 +61,14 @@ local function grant()
 end
 if op == 'enter' then
   redis.call('ZADD', queue, redis.call('INCR', seq), token)
+elseif op == 'look' then
+  -- Waiting tokens Redis lost (a restart) or dropped (their owner's key had lapsed).
+  for i = 6, #ARGV do
+    local t = ARGV[i]
+    if not redis.call('ZSCORE', queue, t) and redis.call('SISMEMBER', holders, t) == 0 then
+      redis.call('ZADD', queue, redis.call('INCR', seq), t)
+    end
+  end
 elseif op == 'leave' then
   redis.call('SREM', holders, token)
   redis.call('ZREM', queue, token)
@@ -110,6 +120,7 @@ class ModelSlots:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._renewed_at = -float("inf")
+        self._checked_at = -float("inf")
 
     def cap(self, model: str) -> int | None:
         return self.caps.get(model)
@@ -214,16 +225,21 @@ class ModelSlots:
             waiting = [w for w in self._waiting.values() if not w.granted]
         for waiter in [w for w in waiting if not w.entered]:
             self._enter(waiter, self.caps[waiter.model])
+        # Every RECHECK_S, the waiting tokens go along, to be queued again if Redis lost them.
+        recheck = time.monotonic() - self._checked_at >= RECHECK_S
+        if recheck:
+            self._checked_at = time.monotonic()
         for model in {w.model for w in waiting if w.entered}:
-            self._grant(self._run("look", model, self.caps[model], ""))
+            tokens = [w.token for w in waiting if w.entered and w.model == model] if recheck else []
+            self._grant(self._run("look", model, self.caps[model], "", *tokens))
 
     def _renew(self) -> None:
         self.redis.set(KEY + "owner:" + self.owner, "1", px=int(self.owner_ttl_s * 1000))
         self._renewed_at = time.monotonic()
 
-    def _run(self, op: str, model: str, cap: int, token: str) -> Any:
+    def _run(self, op: str, model: str, cap: int, token: str, *waiting: str) -> Any:
         keys = [f"{KEY}{model}:queue", f"{KEY}{model}:holders", f"{KEY}{model}:seq"]
-        found = self._script(keys=keys, args=[op, cap, KEY + "owner:", token, self.owner])
+        found = self._script(keys=keys, args=[op, cap, KEY + "owner:", token, self.owner, *waiting])
         if op == "enter":
             return bool(found)
         return [t.decode() if isinstance(t, bytes) else t for t in found]

@@ -134,3 +134,21 @@ def test_an_uncapped_model_never_waits(processes):
     slots = processes()
     with slots.slot("other", should_stop=lambda: False) as waited:
         assert waited == 0.0
+
+
+def test_a_waiting_call_is_queued_again_when_redis_restarts_empty(processes, redis_url):
+    import redis
+
+    slots = processes(owner_ttl_s=3.0)
+    log: list[str] = []
+    release = threading.Event()
+    holder = hold(slots, release, log, "holder")
+    waiter = hold(slots, release, log, "waiter")
+    wait_until(lambda: waiting(redis_url) == 1, timeout_s=5)
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()  # a restart without persistence: tickets, slots and leases gone
+    # The waiter is not stranded: its ticket is taken again, and the slot is free.
+    wait_until(lambda: "start waiter" in log, timeout_s=5)
+    release.set()
+    holder.join(5)
+    waiter.join(5)
