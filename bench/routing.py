@@ -97,7 +97,7 @@ def _phase(
     stack: Stack, users: list[User], listener: StatusListener, processes_now: list[Process],
     agents: int, run: str, sizes: RoutingSizes,
 ) -> dict[str, Any]:
-    cpu0 = _cpu_s(stack, processes_now)
+    cpu0 = stack.system_cpu_s(processes_now)
     replies = driver.create_agents(stack, users, [f"{run}-{i}" for i in range(agents)])
     ids = driver.accepted_ids(replies)
     started = min(reply.sent_at for reply in replies)
@@ -108,14 +108,8 @@ def _phase(
     return {
         "agents_per_s": len(completed) / (ended - started),
         "completed": len(completed),
-        "cpu_ms_per_agent": (_cpu_s(stack, processes_now) - cpu0) * 1000 / len(ids),
+        "cpu_ms_per_agent": (stack.system_cpu_s(processes_now) - cpu0) * 1000 / len(ids),
     }
-
-
-def _cpu_s(stack: Stack, processes_now: list[Process]) -> float:
-    assert stack.api is not None
-    return (sum(p.cpu_s() for p in [stack.api, *processes_now])
-            + sum(stack.service_cpu_s().values()))
 
 
 # --- the report ----------------------------------------------------------------------------

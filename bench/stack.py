@@ -293,6 +293,13 @@ class Stack:
             process.wait_for("ready.", timeout_s=90)
         return processes
 
+    def system_cpu_s(self, processes: Sequence[Process]) -> float:
+        """CPU seconds so far of the system under test (the API, PostgreSQL, Redis) and of
+        `processes` (workers and stand-ins; not the clients)."""
+        assert self.api is not None
+        return (sum(p.cpu_s() for p in [self.api, *processes])
+                + sum(self.service_cpu_s().values()))
+
     def create_user(self, name: str) -> tuple[uuid.UUID, str]:
         """A user straight in the database (as `jarvis-agents users create` does)."""
         from jarvis_agents.store.repository import Repository
