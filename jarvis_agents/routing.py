@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +75,7 @@ def unserved(pending_models: Iterable[str], workers: Sequence[WorkerAdvert]) -> 
 class QueueDirectory:
     """The models' queues in use and the live workers, as recorded in Redis."""
 
-    def __init__(self, redis_client: Any, *, clock: Any = time.monotonic) -> None:
+    def __init__(self, redis_client: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.redis = redis_client
         self.clock = clock
         self._listed: dict[str, float] = {}  # model -> when this process last listed it
@@ -159,14 +159,15 @@ class WorkerPresence:
 
     def __init__(
         self, directory: QueueDirectory, *, name: str, models: tuple[str, ...] | None,
-        concurrency: int, running: Any, subscribe: Any, interval_s: float,
+        concurrency: int, running: Callable[[], int], subscribe: Callable[[str], None],
+        interval_s: float,
     ) -> None:
         self.directory = directory
         self.name = name
         self.models = models
         self.concurrency = concurrency
-        self.running = running  # () -> agents running here now
-        self.subscribe = subscribe  # (queue name) -> None: start consuming it
+        self.running = running  # agents running here now
+        self.subscribe = subscribe  # start consuming this queue
         self.interval_s = interval_s
         self.subscribed: set[str] = set(models or ())
         self._stop = threading.Event()

@@ -22,9 +22,13 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jarvis_agents.config import Settings
+from jarvis_agents.routing import QueueDirectory, WorkerPresence
+
+if TYPE_CHECKING:
+    from jarvis_agents.runner import AgentRunner
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,7 @@ def celery_main(
 
     from jarvis_agents.components import build_worker, freeze_start_up_objects, redis_client
     from jarvis_agents.logs import configure_logging
-    from jarvis_agents.routing import QueueDirectory, queue_for
+    from jarvis_agents.routing import queue_for
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
 
     if concurrency is not None:
@@ -151,14 +155,13 @@ def celery_main(
 
 
 def worker_presence(
-    app: Any, settings: Settings, directory: Any, runner: Any, models: tuple[str, ...] | None,
-) -> Any:
+    app: Any, settings: Settings, directory: QueueDirectory, runner: AgentRunner,
+    models: tuple[str, ...] | None,
+) -> WorkerPresence:
     """This worker's advert and queues: those of `models`, or, without, the default
     queue and every model's, new ones added as they are listed (jarvis_agents.routing)."""
     import os
     import socket
-
-    from jarvis_agents.routing import WorkerPresence
 
     name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
 
