@@ -115,6 +115,7 @@ class ModelSlots:
         self._script = redis_client.register_script(_SCRIPT)
         self._numbers = itertools.count()
         self._waiting: dict[str, _Waiter] = {}  # by token
+        self._live: set[str] = set()  # tokens of the calls in slot() now, waiting or not
         self._lock = threading.Lock()
         self._wake = threading.Event()  # a waiter arrived: look now
         self._stop = threading.Event()
@@ -153,10 +154,15 @@ class ModelSlots:
         waiter = _Waiter(model, f"{self.owner}/{next(self._numbers)}")
         began = time.monotonic()
         with self._lock:
-            self._waiting[waiter.token] = waiter
+            self._live.add(waiter.token)
         try:
             self._enter(waiter, cap)
-            self._await(waiter, should_stop)
+            if not waiter.granted:
+                # From now on the loop looks for its slot (and enters it, if Redis failed).
+                with self._lock:
+                    self._waiting[waiter.token] = waiter
+                self._wake.set()
+                self._await(waiter, should_stop)
         except BaseException:
             self._leave(waiter, cap)
             raise
@@ -172,13 +178,11 @@ class ModelSlots:
             granted = self._run("enter", waiter.model, cap, waiter.token)
         except Exception as exc:  # noqa: BLE001 - the loop enters it when Redis is back
             log.warning("model slots: Redis did not answer (%s); waiting", exc)
-            self._wake.set()
             return
         waiter.entered = True
         if granted:
             waiter.granted = True
-        else:
-            self._wake.set()  # the loop looks for its slot from now on
+            waiter.event.set()
 
     def _await(self, waiter: _Waiter, should_stop: Callable[[], bool]) -> None:
         poll_s = should_stop.poll_s if isinstance(should_stop, StopSignal) else 0.1
@@ -193,6 +197,7 @@ class ModelSlots:
     def _leave(self, waiter: _Waiter, cap: int) -> None:
         with self._lock:
             self._waiting.pop(waiter.token, None)
+            self._live.discard(waiter.token)
         if not waiter.entered:
             return
         try:
@@ -231,7 +236,7 @@ class ModelSlots:
             self._checked_at = time.monotonic()
         for model in {w.model for w in waiting if w.entered}:
             tokens = [w.token for w in waiting if w.entered and w.model == model] if recheck else []
-            self._grant(self._run("look", model, self.caps[model], "", *tokens))
+            self._grant(model, self._run("look", model, self.caps[model], "", *tokens))
 
     def _renew(self) -> None:
         self.redis.set(KEY + "owner:" + self.owner, "1", px=int(self.owner_ttl_s * 1000))
@@ -244,10 +249,15 @@ class ModelSlots:
             return bool(found)
         return [t.decode() if isinstance(t, bytes) else t for t in found]
 
-    def _grant(self, holders: list[str]) -> None:
+    def _grant(self, model: str, holders: list[str]) -> None:
+        """Wake the waiters whose slot came; give back the slots of calls already gone
+        (a ticket taken again by a recheck that crossed its call's leave)."""
         with self._lock:
             granted = [self._waiting[t] for t in holders if t in self._waiting]
+            orphans = [t for t in holders if t not in self._live]
         for waiter in granted:
             if not waiter.granted:
                 waiter.granted = True
                 waiter.event.set()
+        for token in orphans:
+            self._run("leave", model, self.caps[model], token)

@@ -183,15 +183,19 @@ class WorkerPresence:
         self._thread = threading.Thread(target=self._loop, name="jarvis-presence", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Withdraw the advert at once: no new agent is routed here on its account."""
+    def withdraw(self) -> None:
+        """Stop advertising, at once (no wait for the thread: a shutdown must not)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
         try:
             self.directory.withdraw(self.name)
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.warning("could not withdraw this worker's advert: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.withdraw()
 
     def renew(self) -> None:
         self.directory.advertise(

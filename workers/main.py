@@ -132,12 +132,12 @@ def celery_main(
         # (`jarvis-agents up` sends it on a second Ctrl-C).
         nonlocal signals_received
         signals_received += 1
-        presence.stop()  # no model's agents wait for this worker any more
         runner = components.runner
         grace_s = settings.shutdown_grace_s if signals_received == 1 else 0.0
         log.info("shutting down: %s running agents are handed back in %g s unless they end first",
                  runner.active(), grace_s)
         runner.begin_shutdown(grace_s)
+        presence.withdraw()  # no model's agents wait for this worker any more
 
     _stop_when_orphaned()
     try:

@@ -41,8 +41,8 @@ def test_a_cap_of_2_holds_across_3_worker_processes(api_env, start_api, start_wo
     counting = InFlight(0.4)
     with FakeOllama(responder=counting, models=["capped", "free"]) as server:
         env = {**api_env, "OLLAMA_HOST": server.url, "JARVIS_MODEL_CONCURRENCY": "capped=2"}
-        for _ in range(3):
-            start_worker(env, concurrency=8, wait=False)
+        # 4 threads each for 12 agents created at once: every process runs some of them.
+        workers = [start_worker(env, concurrency=4, wait=False) for _ in range(3)]
         api = start_api(env)
         with api.client(api.user()) as http:
             wait_until(lambda: scrape(http).get("jarvis_workers_alive") == 3, timeout_s=60)
@@ -57,6 +57,7 @@ def test_a_cap_of_2_holds_across_3_worker_processes(api_env, start_api, start_wo
             assert {a["status"] for a in agents} == {"COMPLETED"}  # waiting never fails a call
             assert counting.calls == 12
             assert counting.most == 2  # never above the cap, and the cap was used
+            assert all("running agent" in worker.output() for worker in workers)
 
             # The waits are their own figure, reported by the API for all three workers.
             def waited() -> dict[str, float] | None:

@@ -152,3 +152,17 @@ def test_a_waiting_call_is_queued_again_when_redis_restarts_empty(processes, red
     release.set()
     holder.join(5)
     waiter.join(5)
+
+
+def test_a_slot_granted_to_a_call_already_gone_is_given_back(processes, redis_url):
+    import redis
+
+    slots = processes()
+    with redis.Redis.from_url(redis_url) as client:
+        # A ticket of this process whose call has left (a recheck crossing its leave).
+        client.zadd("jarvis:slots:m:queue", {f"{slots.owner}/gone": 0})
+    log: list[str] = []
+    done = threading.Event()
+    done.set()
+    hold(slots, done, log, "next").join(5)
+    assert log == ["start next", "end next"]
