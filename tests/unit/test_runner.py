@@ -20,6 +20,7 @@ from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import ChatReply, ChatRequest, OnDelta, StopSignal
+from jarvis_agents.routing import queue_for
 from jarvis_agents.runner import AgentRunner
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -159,6 +160,7 @@ def test_a_shutdown_past_its_grace_wakes_and_hands_back_the_agent(
     assert not thread.is_alive()
     assert store.released == [(agent.id, 1)]
     assert store.enqueued == [f"{agent.id}:2"]  # queued again at once, not after a sweep
+    assert store.queues == [queue_for(agent.model)]  # on its model's queue (routing)
 
 
 def test_a_revoke_is_noticed_by_polling(
