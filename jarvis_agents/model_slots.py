@@ -9,8 +9,9 @@ tickets are dropped by the next grant, so a crash frees its slots within OWNER_T
 
 All the bookkeeping is one Lua script (atomic): enter (take a ticket), leave (give the
 slot or ticket back), or just look; each then grants free slots to the head of the queue,
-dropping dead owners' slots first when none is free. An uncontended call costs two
-script calls (enter, leave). In a process, one thread looks for the local waiters' slots
+dropping dead owners' slots first when none is free. An uncontended call costs one
+script call on its own thread (enter); the slots of calls that ended are given back by
+the process's thread, many in one script call. In a process, one thread looks for the local waiters' slots
 every POLL_S while some wait, and renews the process's key.
 
 A wait never fails for the cap and is no step timeout (the caller moves its deadline by
@@ -42,7 +43,8 @@ OWNER_TTL_S = 10.0
 KEY = "jarvis:slots:"  # + model + ":queue" | ":holders" | ":seq"; + "owner:" + owner
 
 # KEYS: queue (token -> ticket), holders (set of tokens), seq. ARGV: op, cap, owner key
-# prefix, token, the caller's owner, and for "look" now and then its waiting tokens. Returns, for "enter", whether the token holds a slot;
+# prefix, token, the caller's owner, then for "leave" the tokens that leave, and for "look"
+# now and then its waiting tokens. Returns, for "enter", whether the token holds a slot;
 # else the caller's tokens that hold one. Dead owners' slots are looked for only when no
 # slot is free and a call waits: then they matter, and the holders are at most `cap`.
 _SCRIPT = """
@@ -60,6 +62,11 @@ local function grant()
   end
 end
 if op == 'enter' then
+  -- A free slot and nobody waiting: the common case, in three commands.
+  if redis.call('ZCARD', queue) == 0 and redis.call('SCARD', holders) < cap then
+    redis.call('SADD', holders, token)
+    return 1
+  end
   redis.call('ZADD', queue, redis.call('INCR', seq), token)
 elseif op == 'look' then
   -- Waiting tokens Redis lost (a restart) or dropped (their owner's key had lapsed).
@@ -70,8 +77,10 @@ elseif op == 'look' then
     end
   end
 elseif op == 'leave' then
-  redis.call('SREM', holders, token)
-  redis.call('ZREM', queue, token)
+  for i = 6, #ARGV do
+    redis.call('SREM', holders, ARGV[i])
+    redis.call('ZREM', queue, ARGV[i])
+  end
 end
 grant()
 if redis.call('SCARD', holders) >= cap and redis.call('ZCARD', queue) > 0 then
@@ -116,6 +125,8 @@ class ModelSlots:
         self._numbers = itertools.count()
         self._waiting: dict[str, _Waiter] = {}  # by token
         self._live: set[str] = set()  # tokens of the calls in slot() now, waiting or not
+        self._leaving: dict[str, list[str]] = {}  # by model: slots to give back, by the loop
+        self._napping = False  # the loop sleeps until the lease is due (nothing in a slot)
         self._lock = threading.Lock()
         self._wake = threading.Event()  # a waiter arrived: look now
         self._stop = threading.Event()
@@ -137,6 +148,7 @@ class ModelSlots:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
+            self._give_back()
             self.redis.delete(KEY + "owner:" + self.owner)  # its slots are free at once
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.warning("could not release this process's model slots: %s", exc)
@@ -164,12 +176,12 @@ class ModelSlots:
                 self._wake.set()
                 self._await(waiter, should_stop)
         except BaseException:
-            self._leave(waiter, cap)
+            self._leave(waiter)
             raise
         try:
             yield time.monotonic() - began
         finally:
-            self._leave(waiter, cap)
+            self._leave(waiter)
 
     # --- the waiting side ----------------------------------------------------------
 
@@ -194,36 +206,51 @@ class ModelSlots:
                 waiter.event.wait(poll_s)
                 waiter.event.clear()
 
-    def _leave(self, waiter: _Waiter, cap: int) -> None:
+    def _leave(self, waiter: _Waiter) -> None:
         with self._lock:
             self._waiting.pop(waiter.token, None)
             self._live.discard(waiter.token)
-        if not waiter.entered:
-            return
-        try:
-            self._run("leave", waiter.model, cap, waiter.token)
-        except Exception as exc:  # noqa: BLE001 - its owner's key expiry frees it
-            log.warning("model slots: could not give a slot of %s back: %s", waiter.model, exc)
-            return
-        with self._lock:
-            waiting = any(not w.granted for w in self._waiting.values())
-        if waiting:
-            self._wake.set()  # a slot freed here may be a waiter's here: look now
+            if waiter.entered:
+                # Given back by the loop, several in one script call, within POLL_S: the
+                # caller goes on without a round trip.
+                self._leaving.setdefault(waiter.model, []).append(waiter.token)
+            # Now if a waiter here may want the slot, or the loop sleeps for long.
+            wake = waiter.entered and (self._napping or any(
+                not w.granted for w in self._waiting.values()))
+        if wake:
+            self._wake.set()
 
     # --- the process's thread ------------------------------------------------------
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                self._give_back()
                 if time.monotonic() - self._renewed_at >= self.owner_ttl_s / 3:
                     self._renew()
                 self._look()
             except Exception as exc:  # noqa: BLE001 - Redis restarts; the next round tries
                 log.warning("model slots: %s", exc)
             with self._lock:
-                idle = not self._waiting
-            self._wake.wait(self.owner_ttl_s / 3 if idle else self.poll_s)
+                # Every POLL_S while calls are in a slot (their slots go back in batches)
+                # or wait; else until the lease needs renewing or a call wakes it.
+                self._napping = not self._live and not self._leaving
+            self._wake.wait(self.owner_ttl_s / 3 if self._napping else self.poll_s)
             self._wake.clear()
+            self._napping = False
+
+    def _give_back(self) -> None:
+        """Give back the slots and tickets of the calls that left; kept for the next round
+        if Redis does not answer (the owner's lease frees them in the end anyway)."""
+        with self._lock:
+            leaving, self._leaving = self._leaving, {}
+        for model, tokens in leaving.items():
+            try:
+                self._run("leave", model, self.caps[model], "", *tokens)
+            except Exception:
+                with self._lock:
+                    self._leaving.setdefault(model, []).extend(tokens)
+                raise
 
     def _look(self) -> None:
         with self._lock:
@@ -259,5 +286,5 @@ class ModelSlots:
             if not waiter.granted:
                 waiter.granted = True
                 waiter.event.set()
-        for token in orphans:
-            self._run("leave", model, self.caps[model], token)
+        if orphans:
+            self._run("leave", model, self.caps[model], "", *orphans)
