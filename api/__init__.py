@@ -29,13 +29,14 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import agents, auth, errors, health, openapi, params, streaming
+    from api import agents, auth, errors, health, openapi, params, streaming, system
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
+    from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.store import open_repository
     from jarvis_agents.tools.mcp.published import PublishedTools
     from jarvis_agents.tools.registry import ToolRegistry
@@ -64,13 +65,15 @@ def create_app(
         service = AgentService(
             repository=repository,
             settings=settings,
-            dispatcher=traced_dispatcher(CeleryDispatcher(create_celery(settings))),
+            dispatcher=traced_dispatcher(
+                CeleryDispatcher(create_celery(settings), directory=QueueDirectory(redis))),
             events=RedisEventBus(redis, hub=hub),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),
         )
     else:
         hub = event_hub(redis, service.repository, timing)
+    figures = system.SystemFigures(service.repository, redis)
 
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
@@ -81,8 +84,8 @@ def create_app(
         tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
-        metrics_registry=health.metrics_registry(service.repository, redis, hub),
-        stream_slots=StreamSlots(settings.max_streams_per_user),
+        metrics_registry=system.metrics_registry(figures, hub),
+        stream_slots=StreamSlots(settings.max_streams_per_user), system=figures,
     )
     app.extensions["jarvis"] = context
 

@@ -41,6 +41,7 @@ class ApiContext:
     openapi: dict[str, Any]
     metrics_registry: Any
     stream_slots: StreamSlots
+    system: Any  # api.system.SystemFigures: what /metrics and /readyz report of the system
     timing: StreamTiming = field(default_factory=StreamTiming)
     closers: list[Any] = field(default_factory=list)
     shutting_down: bool = False

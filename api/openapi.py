@@ -331,7 +331,8 @@ def _operations() -> dict[str, dict[str, Any]]:
             "get": {
                 "operationId": "readyz", "tags": ["meta"],
                 "summary": "Readiness: the database, Redis and the default model's server "
-                           "answer (whether it has the model is a warning, not required).",
+                           "answer (whether it has the model, and models with PENDING agents "
+                           "that no live worker takes, are warnings, not required).",
                 **public_,
                 "responses": {"200": _json("Readiness", "Ready."),
                               "503": _json("Readiness", "Something is down; `checks` says what.")},
@@ -339,7 +340,8 @@ def _operations() -> dict[str, dict[str, Any]]:
         },
         "/metrics": {
             "get": {
-                "operationId": "metrics", "tags": ["meta"], "summary": "Prometheus metrics.",
+                "operationId": "metrics", "tags": ["meta"],
+                "summary": "Prometheus metrics of the whole system (CONTRACT §10).",
                 **public_,
                 "responses": {"200": {"description": "Prometheus text format.",
                                       "content": {"text/plain": {"schema": {"type": "string"}}}}},

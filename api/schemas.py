@@ -450,8 +450,9 @@ class Readiness(BaseModel):
     status: Literal["ready", "unavailable"]
     checks: Checks
     warnings: list[str] = Field(
-        description="What works but will fail agents, e.g. a default model that is not pulled; "
-                    "never a 503.")
+        description="What works but will fail or strand agents, e.g. a default model that is "
+                    "not pulled, or a model with PENDING agents that no live worker takes "
+                    "(routing by model); never a 503.")
     mcp: McpReadiness | None = Field(
         default=None, description="The MCP servers, as the workers report them (when configured).")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "scale", "peer")
+SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "routing", "scale", "peer")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         langgraph_peer,
         overhead,
         report,
+        routing,
         scale,
         webhooks,
     )
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "concurrency": concurrency.QUICK if args.quick else concurrency.ConcurrencySizes(),
         "fanout": fanout.QUICK if args.quick else fanout.FanoutSizes(),
         "webhooks": webhooks.QUICK if args.quick else webhooks.WebhookSizes(),
+        "routing": routing.QUICK if args.quick else routing.RoutingSizes(),
         "scale": scale.QUICK if args.quick else scale.ScaleSizes(),
     }
     if args.workers:
@@ -172,7 +174,7 @@ def _ours(
     results: dict[str, Any],
     peer: Any,
 ) -> None:
-    from bench import concurrency, fanout, overhead, scale, webhooks
+    from bench import concurrency, fanout, overhead, routing, scale, webhooks
     from bench.driver import User
 
     users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -204,8 +206,12 @@ def _ours(
         print("scenario 5: webhooks", flush=True)
         results["webhooks"] = webhooks.run(stack, users, runs=args.runs, sizes=sizes["webhooks"])
         results["webhooks"]["sizes"] = asdict(sizes["webhooks"])
+    if "routing" in ours:
+        print("scenario 6: routing by model and per-model caps", flush=True)
+        results["routing"] = routing.run(stack, users, runs=args.runs, sizes=sizes["routing"])
+        results["routing"]["sizes"] = asdict(sizes["routing"])
     if "scale" in ours:
-        print("scenario 6: scale on one worker process", flush=True)
+        print("scenario 7: scale on one worker process", flush=True)
         results["scale"] = scale.run(stack, users, runs=args.runs, sizes=sizes["scale"])
         results["scale"]["sizes"] = asdict(sizes["scale"])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench import scale, webhooks
+from bench import routing, scale, webhooks
 from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
 from bench.thread_turns import THREAD_TURNS
@@ -85,6 +85,8 @@ def render(results: dict[str, Any], *, notes: str) -> str:
         out += _fanout(results["fanout"])
     if results.get("webhooks"):
         out += webhooks.section(results["webhooks"])
+    if results.get("routing"):
+        out += routing.section(results["routing"])
     if results.get("scale"):
         out += scale.section(results["scale"])
     if results.get("peer"):

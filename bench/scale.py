@@ -1,4 +1,4 @@
-"""Scenario 6 — scale on one worker process (issue 23): 1,000 and 5,000 agents × 2 model
+"""Scenario 7 — scale on one worker process (issue 23): 1,000 and 5,000 agents × 2 model
 calls × 2 s on ONE `jarvis-agents worker` at its default settings, created at once by the
 clients (one process per user).
 
@@ -54,7 +54,7 @@ def run(stack: Stack, users: list[User], *, runs: int, sizes: ScaleSizes,
                 for r in range(runs):
                     found.append(_once(stack, worker, users, listener, sizes, n, f"{n}-{r}"))
                     m = found[-1]
-                    log(f"  scenario 6, {n} agents, run {r + 1}: makespan {m['makespan_s']:.1f} s "
+                    log(f"  scenario 7, {n} agents, run {r + 1}: makespan {m['makespan_s']:.1f} s "
                         f"= {m['vs_ideal']:.2f}x ideal ({m['ideal_s']:.1f} s); worker CPU "
                         f"{m['worker_cpu_s']:.1f} s, {m['cpu_ms_per_agent']:.2f} ms per agent; "
                         f"{m['kib_per_agent']:.0f} KiB per agent in flight "
@@ -154,7 +154,7 @@ def targets(s: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 def section(s: dict[str, Any]) -> list[str]:
     sizes = s["sizes"]
     out = [
-        "## 6. Scale on one worker process",
+        "## 7. Scale on one worker process",
         "",
         (
             f"Agents × {sizes['planning_calls']} model calls × {num(sizes['latency_s'])} s on ONE "

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -279,16 +280,25 @@ class Stack:
         return self.start_workers(model, concurrency=concurrency, names=[name])[0]
 
     def start_workers(
-        self, model: ModelServer, *, names: list[str], concurrency: int | None = None
+        self, model: ModelServer, *, names: list[str], concurrency: int | None = None,
+        extra_args: Sequence[str] = (), extra_env: Mapping[str, str] | None = None,
     ) -> list[Process]:
         """`jarvis-agents worker` processes, started together, returned once all are ready."""
-        args = [sys.executable, "-m", "jarvis_agents.cli", "worker"]
+        args = [sys.executable, "-m", "jarvis_agents.cli", "worker", *extra_args]
         if concurrency is not None:
             args += ["--concurrency", str(concurrency)]
-        processes = [self._start(name, args, env=self.env(OLLAMA_HOST=model.url)) for name in names]
+        env = self.env(OLLAMA_HOST=model.url, **(extra_env or {}))
+        processes = [self._start(name, args, env=env) for name in names]
         for process in processes:
             process.wait_for("ready.", timeout_s=90)
         return processes
+
+    def system_cpu_s(self, processes: Sequence[Process]) -> float:
+        """CPU seconds so far of the system under test (the API, PostgreSQL, Redis) and of
+        `processes` (workers and stand-ins; not the clients)."""
+        assert self.api is not None
+        return (sum(p.cpu_s() for p in [self.api, *processes])
+                + sum(self.service_cpu_s().values()))
 
     def create_user(self, name: str) -> tuple[uuid.UUID, str]:
         """A user straight in the database (as `jarvis-agents users create` does)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import scale, webhooks
+from bench import routing, scale, webhooks
 from bench.figures import best_workers, by_workers, med, num, processes
 from bench.thread_turns import THREAD_BOUND, THREAD_TURNS
 
@@ -188,6 +188,9 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         ))
     if (w := results.get("webhooks")) and w.get("runs"):
         label, measured, ok = webhooks.target(w)
+        rows.append((label, measured, verdict(ok)))
+    if (g := results.get("routing")) and g.get("runs"):
+        label, measured, ok = routing.target(g)
         rows.append((label, measured, verdict(ok)))
     if (s := results.get("scale")) and s.get("by_agents"):
         rows += [(label, measured, verdict(ok)) for label, measured, ok in scale.targets(s)]

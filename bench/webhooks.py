@@ -125,7 +125,7 @@ def _phase(
 ) -> dict[str, Any]:
     fetch_deliveries(receiver_url, clear=True)
     model.calls(clear=True)
-    cpu0, receiver0 = _cpu_s(stack, processes_now), receiver.cpu_s()
+    cpu0, receiver0 = stack.system_cpu_s(processes_now), receiver.cpu_s()
     parts0 = _cpu_parts(stack, processes_now)
     extra = {"webhook_url": webhook_url} if webhook_url else {}
     replies = driver.create_agents(stack, users, [f"w{run}-{i}" for i in range(agents)],
@@ -143,20 +143,13 @@ def _phase(
         after = [arrived[agent] - done[agent] for agent in arrived if agent in done]
         found["delivered"] = len(arrived)
         found.update({f"delivery_{k}": v for k, v in latency_summary(after).items()})
-    found["cpu_ms_per_agent"] = (_cpu_s(stack, processes_now) - cpu0) * 1000 / len(ids)
+    found["cpu_ms_per_agent"] = (stack.system_cpu_s(processes_now) - cpu0) * 1000 / len(ids)
     found["receiver_cpu_ms_per_agent"] = (receiver.cpu_s() - receiver0) * 1000 / len(ids)
     parts1 = _cpu_parts(stack, processes_now)
     for part, spent in parts1.items():
         found[f"{part}_cpu_ms_per_agent"] = (spent - parts0[part]) * 1000 / len(ids)
     model.calls(clear=True)
     return found
-
-
-def _cpu_s(stack: Stack, processes_now: list[Process]) -> float:
-    """CPU seconds so far of the system under test and its stand-ins (not the clients)."""
-    assert stack.api is not None
-    return (sum(p.cpu_s() for p in [stack.api, *processes_now])
-            + sum(stack.service_cpu_s().values()))
 
 
 def _try_floor_ms(stack: Stack, user: User, receiver_url: str, tries: int = 300) -> float:

@@ -18,7 +18,10 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from jarvis_agents.cluster_metrics import ClusterMetrics
     from jarvis_agents.dispatch import Dispatcher
+    from jarvis_agents.model_slots import ModelSlots
+    from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -86,9 +89,15 @@ class WorkerComponents:
     runner: AgentRunner
     webhooks: WebhookDispatcher | None  # None without JARVIS_WEBHOOK_SECRET
     redis: Any
+    metrics: ClusterMetrics
+    slots: ModelSlots | None  # None without JARVIS_MODEL_CONCURRENCY
 
     def start_background(self) -> None:
-        """The runner's threads and the webhook dispatcher's."""
+        """The runner's threads, the webhook dispatcher's, the metrics' flush and the
+        model slots' upkeep."""
+        self.metrics.start()
+        if self.slots is not None:
+            self.slots.start()
         self.runner.start_background(redis_client=self.redis)
         if self.webhooks is not None:
             self.webhooks.start()
@@ -97,17 +106,27 @@ class WorkerComponents:
         self.runner.stop_background()
         if self.webhooks is not None:
             self.webhooks.stop()
+        if self.slots is not None:
+            self.slots.stop()
+        self.metrics.stop()
         self.tools.close()
         self.repository.engine.dispose()
         self.redis.close()
 
 
-def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+def build_worker(
+    settings: Settings, dispatcher: Dispatcher, *, directory: QueueDirectory | None = None,
+) -> WorkerComponents:
+    """A worker's pieces; `directory` (routing) lets its sweeper skip the agents of models
+    no live worker takes."""
     from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
+    from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.executor import Executor, Limits
+    from jarvis_agents.llm.governed import GovernedModel
     from jarvis_agents.llm.router import ModelRouter, split_model
     from jarvis_agents.metrics import PrometheusTimings
+    from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.store.outages import OutageTolerantStore
     from jarvis_agents.tools.mcp.worker import worker_registry
@@ -124,6 +143,8 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
     events = RedisEventBus(redis)
     tools = worker_registry(settings, redis)  # MCP servers started, their tools published
+    metrics = ClusterMetrics(redis)  # what the API's /metrics reports of this worker
+    slots = ModelSlots(redis, dict(settings.model_concurrency)) if settings.model_concurrency else None
 
     # An agent's own database calls ride out a database restart (store/outages.py).
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
@@ -132,16 +153,19 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     executor = tracing.traced_executor(Executor(
         store=store,
         model=tracing.traced_model(
-            router, provider_of=lambda model: split_model(model, default_provider=router.default_provider)),
+            GovernedModel(router, slots=slots, metrics=metrics),
+            provider_of=lambda model: split_model(model, default_provider=router.default_provider)),
         tools=tracing.traced_tools(tools),
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
         approvals=ApprovalGate(settings.approve_tools),
-        timings=PrometheusTimings(),
+        timings=ClusterTimings(PrometheusTimings(), metrics),
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings,
+        dispatcher=dispatcher, settings=settings, directory=directory,
     )
-    webhooks = WebhookDispatcher.from_settings(repository, settings)
-    return WorkerComponents(settings, repository, tools, runner, webhooks, redis)
+    webhooks = WebhookDispatcher.from_settings(
+        repository, settings,
+        outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
+    return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots)

@@ -77,6 +77,8 @@ class Settings:
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
     approve_tools: tuple[str, ...] = ()  # JARVIS_APPROVE_TOOLS: names, or "*" for all
     approval_timeout_s: float = 86400.0
+    # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
+    model_concurrency: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -163,6 +165,7 @@ class Settings:
                 if name.strip()
             ),
             approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
+            model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -262,6 +265,22 @@ def _otel_traces_url(env: Mapping[str, str]) -> str | None:
         _check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces, schemes={"http", "https"})
         return traces
     return f"{base.rstrip('/')}/v1/traces"
+
+
+def _model_caps(raw: str) -> tuple[tuple[str, int], ...]:
+    """`MODEL=N,…` (JARVIS_MODEL_CONCURRENCY) as (model, N) pairs; a model's name may hold `=`
+    no more than a comma, so each pair splits at its last `=`."""
+    caps: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        model, equals, number = item.rpartition("=")
+        if not equals or not model.strip() or not number.strip().isdigit() or int(number) < 1:
+            raise ConfigError(
+                f"JARVIS_MODEL_CONCURRENCY must be MODEL=N pairs separated by commas, N at "
+                f"least 1 (e.g. llama3.2=2,openai/gpt-4o=20), not {raw!r}")
+        caps[model.strip()] = int(number)
+    return tuple(caps.items())
 
 
 def _url(env: Mapping[str, str], name: str, default: str) -> str:

@@ -1,9 +1,9 @@
-"""Prometheus metrics: latency histograms recorded where the work happens.
+"""Prometheus metrics of one worker process, served on its own port (JARVIS_WORKER_METRICS_PORT).
 
 Workers record planning, tool and step metrics in their own process (steps by type
-are their `jarvis_steps_written` counters); the API's `/metrics` adds gauges read
-from the database and the queue (agents by status, queue depth, age of the oldest
-PENDING agent), right across any number of worker machines and at most 15 s old.
+are their `jarvis_steps_written` counters). The whole system's figures, the API's
+`/metrics`, come from the database, the queues and what every worker adds into Redis
+(`cluster_metrics`, `api/system.py`).
 """
 
 from __future__ import annotations

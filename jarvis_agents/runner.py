@@ -35,6 +35,7 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
+from jarvis_agents.routing import QueueDirectory, queue_for
 from jarvis_agents.store.approvals import waiting_since_before
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
@@ -72,6 +73,7 @@ class AgentRunner:
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
+        directory: QueueDirectory | None = None,
     ) -> None:
         # The heartbeat and the sweeper use the repository; an agent's own calls go
         # through `store`, which retries them through a database outage.
@@ -81,6 +83,7 @@ class AgentRunner:
         self.events = events
         self.dispatcher = dispatcher
         self.settings = settings
+        self.directory = directory  # who serves which model; None: take every model as served
         # By (agent, attempt): a duplicate delivery that takes the agent over on this
         # very worker must not lose its entry when the superseded attempt ends.
         self._running: dict[tuple[uuid.UUID, int], _Run] = {}
@@ -158,7 +161,8 @@ class AgentRunner:
 
     def _requeue(self, agent_id: uuid.UUID, task_id: str | None) -> None:
         try:
-            self.dispatcher.enqueue(agent_id, task_id=task_id or str(agent_id))
+            self.dispatcher.enqueue(agent_id, task_id=task_id or str(agent_id),
+                                    queue=self._queue_of(agent_id))
         except DependencyUnavailable as exc:  # the sweep queues it again
             log.warning("agent %s not started as the worker stops, nor queued again: %s",
                         agent_id, exc)
@@ -170,7 +174,8 @@ class AgentRunner:
         if not self.store.release(agent.id, agent.attempt):
             return  # it ended, or was cancelled or taken over, meanwhile
         try:
-            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}")
+            self.dispatcher.enqueue(agent.id, task_id=f"{agent.id}:{agent.attempt + 1}",
+                                    queue=queue_for(agent.model))
         except DependencyUnavailable as exc:
             log.warning("agent %s handed back; a sweep will queue it (%s)", agent.id, exc)
             return
@@ -295,26 +300,33 @@ class AgentRunner:
         now = utcnow()
         stale_before = now - timedelta(seconds=self.settings.heartbeat_stale_s)
         outage_grace_s = OUTAGE_GRACE_INTERVALS * self.settings.heartbeat_interval_s
+        served = self._served_models()
         if time.monotonic() - self._database_failed_at >= outage_grace_s:
-            for agent_id, attempt, handed_back in self.repository.requeue_stale_running(
-                stale_before=stale_before
-            ):
+            stale = self.repository.requeue_stale_running(stale_before=stale_before)
+            models = self.repository.models_of([agent_id for agent_id, _, _ in stale])
+            for agent_id, attempt, handed_back in stale:
+                if not served(models.get(agent_id)):
+                    continue  # another sweep queues it once a worker takes its model
                 if handed_back:
                     log.info("agent %s was handed back (attempt %s); re-enqueueing", agent_id, attempt)
                 else:
                     log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
-                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}")
+                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}",
+                                        queue=queue_for(models.get(agent_id)))
                 count += 1
         self._expire_approvals(now)
         # A message prefetched by a worker that was then killed is gone with it (agent
         # runs have no unacked bookkeeping in Redis: `ack_emulation` in workers.celery_app), and one whose
         # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
-        # a no-op.
+        # a no-op. An agent whose model no live worker takes is not queued again: its
+        # message waits on its model's queue, and a copy a minute would only pile up.
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
         claimed = self.repository.requeue_pending(untouched_before=pending_before)
+        models = self.repository.models_of([agent_id for agent_id, _ in claimed])
+        claimed = [(agent_id, task_id) for agent_id, task_id in claimed if served(models.get(agent_id))]
         for done, (agent_id, task_id) in enumerate(claimed):
             try:
-                self.dispatcher.enqueue(agent_id, task_id=task_id)
+                self.dispatcher.enqueue(agent_id, task_id=task_id, queue=queue_for(models.get(agent_id)))
             except DependencyUnavailable:
                 for unsent, _ in claimed[done:]:
                     self.repository.forget_task(unsent)  # for the next sweep
@@ -334,6 +346,22 @@ class AgentRunner:
                 self.events.publish_status(failed)
                 expired += 1
         return expired
+
+    def _served_models(self) -> Callable[[str | None], bool]:
+        """Whether some live worker takes a model, as the adverts say now (routing)."""
+        if self.directory is None:
+            return lambda _model: True
+        try:
+            workers = self.directory.workers()
+        except Exception as exc:  # noqa: BLE001 - Redis down: the enqueues fail as well
+            log.warning("sweep: could not read the workers' adverts: %s", exc)
+            return lambda _model: True
+        return lambda model: model is None or any(w.takes(model) for w in workers)
+
+    def _queue_of(self, agent_id: uuid.UUID) -> str:
+        """The queue of the agent's model (routing): read, as the sweeps that need it are rare."""
+        agent = self.repository.get(agent_id)
+        return queue_for(agent.model if agent is not None else None)
 
     def _listen(self, redis_client: Any) -> None:
         """Set the stop flag of an agent running here as soon as its cancel is published.

@@ -24,6 +24,7 @@ from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.routing import queue_for
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.threads import ThreadStore, is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
@@ -262,7 +263,8 @@ class AgentService:
         """
         self.events.publish_status(agent)
         try:
-            self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id))
+            self.dispatcher.enqueue(agent.id, task_id=agent.task_id or str(agent.id),
+                                    queue=queue_for(agent.model))
         except DependencyUnavailable as exc:
             log.warning("agent %s stays queued for the sweeper: %s", agent.id, exc)
             self.repository.forget_task(agent.id)

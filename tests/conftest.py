@@ -266,8 +266,11 @@ def start_worker(tmp_path: Path) -> Iterator[Any]:
     started: list[Process] = []
     counter = itertools.count()
 
-    def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True) -> Process:
+    def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True,
+              models: str | None = None) -> Process:
         args = [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", str(concurrency)]
+        if models is not None:
+            args += ["--models", models]
         process = Process(args, cli_env(**env), tmp_path / f"worker-{next(counter)}.log")
         started.append(process)
         if wait:

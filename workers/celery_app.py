@@ -19,11 +19,12 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
+from jarvis_agents.routing import DEFAULT_QUEUE, QueueDirectory, model_of
 
 log = logging.getLogger(__name__)
 
 RUN_AGENT = "jarvis.run_agent"
-QUEUE = "jarvis-agents"
+QUEUE = DEFAULT_QUEUE  # a model's agents go to its own queue: jarvis_agents.routing
 # A broker that does not answer is retried briefly, then the agent is left to the
 # sweeper (the caller clears its task id): a create never waits long on Redis.
 ENQUEUE_RETRY: Final = {"max_retries": 3, "interval_start": 0.1, "interval_step": 0.5,
@@ -82,8 +83,9 @@ def create_celery(settings: Settings) -> Celery:
 class CeleryDispatcher:
     """Sends agents to the queue; the API and the sweeper use it."""
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: Celery, *, directory: QueueDirectory | None = None) -> None:
         self.app = app
+        self.directory = directory  # where a model's queue is listed as in use
 
     def enqueue(
         self, agent_id: uuid.UUID, *, task_id: str, queue: str | None = None,
@@ -92,9 +94,11 @@ class CeleryDispatcher:
         """One `send_task`: one LPUSH onto the queue's Redis list; `headers` go into the
         message's (a trace context: workers/tracing.py)."""
         args = [str(agent_id)]
+        queue = queue or QUEUE
         try:
+            self._list(queue)
             self.app.send_task(
-                RUN_AGENT, args=args, task_id=task_id, queue=queue or QUEUE,
+                RUN_AGENT, args=args, task_id=task_id, queue=queue,
                 retry=True, retry_policy=ENQUEUE_RETRY, headers=headers,
                 # What monitoring shows of the arguments, given: Celery's saferepr of
                 # them is a tenth of the send (~0.05 of ~0.45 ms of CPU).
@@ -102,6 +106,15 @@ class CeleryDispatcher:
             )
         except (KombuOperationalError, OSError) as exc:
             raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+
+    def _list(self, queue: str) -> None:
+        """List a model's queue as in use, for the workers that take every model."""
+        model = model_of(queue)
+        if model is not None and self.directory is not None:
+            try:
+                self.directory.list_queue(model)
+            except Exception as exc:  # noqa: BLE001 - Redis down: the push fails as well
+                raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         try:

@@ -22,20 +22,32 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from jarvis_agents.config import Settings
+from jarvis_agents.routing import QueueDirectory, WorkerPresence
+
+if TYPE_CHECKING:
+    from jarvis_agents.runner import AgentRunner
 
 log = logging.getLogger(__name__)
 
 
-def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: str = "INFO") -> int:
-    """Run and supervise the Celery worker until asked to stop; returns the exit code."""
+def run_worker(
+    settings: Settings, *, concurrency: int | None = None, loglevel: str = "INFO",
+    models: tuple[str, ...] | None = None,
+) -> int:
+    """Run and supervise the Celery worker until asked to stop; returns the exit code.
+
+    With `models`, it takes only agents of those models (jarvis_agents.routing)."""
     from jarvis_agents.components import check_dependencies
 
     check_dependencies(settings)
     args = [sys.executable, "-m", "workers.main", f"--loglevel={loglevel}"]
     if concurrency is not None:
         args.append(f"--concurrency={concurrency}")
+    if models is not None:
+        args.append(f"--models={','.join(models)}")
     stopping = False
     child: subprocess.Popen[bytes] | None = None
 
@@ -70,14 +82,18 @@ def run_worker(settings: Settings, *, concurrency: int | None = None, loglevel: 
 FATAL = 3  # the child found a problem a restart cannot fix (configuration)
 
 
-def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -> None:
+def celery_main(
+    settings: Settings, *, concurrency: int | None, loglevel: str,
+    models: tuple[str, ...] | None = None,
+) -> None:
     """The supervised process: the Celery worker with its runner attached."""
     from celery.signals import worker_ready, worker_shutting_down
     from prometheus_client import start_http_server
 
     from jarvis_agents import tracing
-    from jarvis_agents.components import build_worker, freeze_start_up_objects
+    from jarvis_agents.components import build_worker, freeze_start_up_objects, redis_client
     from jarvis_agents.logs import configure_logging
+    from jarvis_agents.routing import queue_for
     from workers.celery_app import QUEUE, CeleryDispatcher, create_celery
     from workers.tracing import instrument_celery
 
@@ -96,12 +112,18 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
     if tracing.configure(settings, service="jarvis-agents-worker"):
         instrument_celery()
     app = create_celery(settings)
-    components = build_worker(settings, CeleryDispatcher(app))
+    directory = QueueDirectory(redis_client(settings, max_connections=10))
+    components = build_worker(settings, CeleryDispatcher(app, directory=directory), directory=directory)
     app.jarvis = components  # the tasks reach the runner through their app
     components.start_background()
+    presence = worker_presence(app, settings, directory, components.runner, models)
+    queues = [queue_for(model) for model in sorted(presence.subscribed)]
+    if models is None:
+        queues.insert(0, QUEUE)  # what was queued without a model (before routing)
 
     @worker_ready.connect
     def on_ready(**_: object) -> None:
+        presence.start()  # consuming now: it may say so
         freeze_start_up_objects()  # Celery's consumer, the runner and the pools exist now
 
     signals_received = 0
@@ -119,18 +141,46 @@ def celery_main(settings: Settings, *, concurrency: int | None, loglevel: str) -
         log.info("shutting down: %s running agents are handed back in %g s unless they end first",
                  runner.active(), grace_s)
         runner.begin_shutdown(grace_s)
+        presence.withdraw()  # no model's agents wait for this worker any more
 
     _stop_when_orphaned()
     try:
         app.worker_main([
             "worker", f"--loglevel={loglevel}", "--pool=threads",
-            f"--concurrency={settings.worker_concurrency}", f"--queues={QUEUE}",
+            f"--concurrency={settings.worker_concurrency}", f"--hostname={presence.name}",
+            f"--queues={','.join(queues)}",
             "--without-gossip", "--without-mingle",
         ])
     finally:
         gc.unfreeze()  # see freeze_start_up_objects
+        presence.stop()
         components.close()
         tracing.flush()
+        directory.redis.close()
+
+
+def worker_presence(
+    app: Any, settings: Settings, directory: QueueDirectory, runner: AgentRunner,
+    models: tuple[str, ...] | None,
+) -> WorkerPresence:
+    """This worker's advert and queues: those of `models`, or, without, the default
+    queue and every model's, new ones added as they are listed (jarvis_agents.routing)."""
+    import os
+    import socket
+
+    name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
+
+    def subscribe(queue: str) -> None:
+        # Celery's remote control, to this worker only: its consumer adds the queue.
+        app.control.add_consumer(queue, destination=[name], reply=False)
+
+    presence = WorkerPresence(
+        directory, name=name, models=models, concurrency=settings.worker_concurrency,
+        running=runner.active, subscribe=subscribe, interval_s=settings.heartbeat_interval_s)
+    if models is None:
+        # The default model's queue is nearly always in use.
+        presence.subscribed |= {settings.model, *directory.models()}
+    return presence
 
 
 def _stop_when_orphaned(poll_s: float = 1.0) -> None:
@@ -154,11 +204,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="workers.main")
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument("--models", default=None)
     options = parser.parse_args()
     from jarvis_agents.errors import JarvisError
+    from jarvis_agents.routing import parse_models
 
     try:
-        celery_main(Settings.from_env(), concurrency=options.concurrency, loglevel=options.loglevel)
+        celery_main(Settings.from_env(), concurrency=options.concurrency, loglevel=options.loglevel,
+                    models=parse_models(options.models))
     except JarvisError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(FATAL)

@@ -100,12 +100,19 @@ def api(host: str, port: int | None) -> None:
 @click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
               help="Agents run at once by this process "
               f"(default: $JARVIS_WORKER_CONCURRENCY or {DEFAULT_WORKER_CONCURRENCY}).")
+@click.option("--models", default=None, metavar="A,B",
+              help="Take only agents of these models (their names as the agent JSON gives "
+              "them); without it, every model's.")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(concurrency: int | None, loglevel: str) -> None:
+def worker(concurrency: int | None, models: str | None, loglevel: str) -> None:
     """Run one Celery worker process."""
+    from jarvis_agents.routing import parse_models
     from workers.main import run_worker
 
-    sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel))
+    chosen = parse_models(models)
+    if chosen == ():
+        raise click.UsageError("--models names no model; give names separated by commas")
+    sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel, models=chosen))
 
 
 main.add_command(users)

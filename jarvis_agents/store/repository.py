@@ -493,6 +493,31 @@ class Repository:
         )
         return _aware(row["oldest"]) if row["oldest"] else None
 
+    def failed_by_reason(self) -> dict[str, int]:
+        """FAILED agents by stop reason."""
+        rows = self._read(
+            select(agents.c.stop_reason, func.count().label("n"))
+            .where(agents.c.status == AgentStatus.FAILED.value)
+            .group_by(agents.c.stop_reason)
+        )
+        return {row["stop_reason"] or "": row["n"] for row in rows}
+
+    def models_of(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The model of each of these agents (those that exist)."""
+        if not agent_ids:
+            return {}
+        rows = self._read(select(agents.c.id, agents.c.model).where(agents.c.id.in_(list(agent_ids))))
+        return {row["id"]: row["model"] for row in rows}
+
+    def pending_by_model(self) -> dict[str, tuple[int, datetime]]:
+        """PENDING agents by model: how many, and when the oldest was created."""
+        rows = self._read(
+            select(agents.c.model, func.count().label("n"), func.min(agents.c.created_at).label("oldest"))
+            .where(agents.c.status == AgentStatus.PENDING.value)
+            .group_by(agents.c.model)
+        )
+        return {row["model"]: (row["n"], _aware(row["oldest"])) for row in rows}
+
     def _read(self, statement: Executable) -> Sequence[RowMapping]:
         if self._pg is not None:
             return self._pg.read(statement)  # run again if its connection had just died

@@ -63,9 +63,10 @@ class WebhookDispatcher:
     def __init__(
         self, *, repository: Repository, signer: Signer, sender: WebhookSender,
         senders: int = SENDERS, period_s: float = PERIOD_S, lease_s: float = LEASE_S,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] = utcnow, outcomes: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.repository = repository
+        self.outcomes = outcomes  # counts each try's outcome (jarvis_webhook_deliveries_total)
         self.store = repository.outbox
         self.signer = signer
         self.sender = sender
@@ -84,6 +85,7 @@ class WebhookDispatcher:
     def from_settings(
         cls, repository: Repository, settings: Settings, *,
         resolver: Resolver = system_resolver, verify: ssl.SSLContext | None = None,
+        outcomes: Callable[[str], None] = lambda _: None,
     ) -> WebhookDispatcher | None:
         """The dispatcher of this deployment; None without JARVIS_WEBHOOK_SECRET (nothing
         could be signed: what is owed waits for a worker that has the secret)."""
@@ -91,7 +93,8 @@ class WebhookDispatcher:
             return None
         sender = WebhookSender(allow_private=settings.webhook_allow_private, resolver=resolver,
                                verify=verify, senders=SENDERS)
-        return cls(repository=repository, signer=Signer(settings.webhook_secret), sender=sender)
+        return cls(repository=repository, signer=Signer(settings.webhook_secret), sender=sender,
+                   outcomes=outcomes)
 
     # --- tries ------------------------------------------------------------------------
 
@@ -121,10 +124,12 @@ class WebhookDispatcher:
         if outcome.delivered:
             with self._idle_changed:
                 self._delivered.append(delivery.id)
+            self.outcomes("delivered")
             return True
         now = self.clock()
         error = outcome.error or "failed"
         retry = retry_at(delivery.attempt, now)
+        self.outcomes("failed" if retry is not None else "abandoned")
         if self.store.failed(delivery, payload=body.decode(), error=error, now=now,
                              retry_at=retry):
             if retry is None:

@@ -96,7 +96,9 @@ def test_metrics_report_the_database_and_the_queue_at_most_15_s_late(api_env, st
         http.delete(f"/api/v1/agents/{ids[0]}")
         expected = {
             'jarvis_agents{status="PENDING"}': 2, 'jarvis_agents{status="CANCELLED"}': 1,
-            'jarvis_agents{status="COMPLETED"}': 0, 'jarvis_queue_depth{queue="jarvis-agents"}': 3,
+            'jarvis_agents{status="COMPLETED"}': 0, 'jarvis_queue_depth{model="llama3.2"}': 3,
+            # no worker takes them: the metrics say so, as /readyz does
+            'jarvis_unserved_pending_agents{model="llama3.2"}': 2,
         }
 
         def updated() -> dict[str, float] | None:
@@ -104,7 +106,8 @@ def test_metrics_report_the_database_and_the_queue_at_most_15_s_late(api_env, st
             return found if all(found.get(k) == v for k, v in expected.items()) else None
 
         after = wait_until(updated, timeout_s=MAX_AGE_S + 5, interval_s=0.5)
-    assert after["jarvis_oldest_pending_age_seconds"] > 0
+    assert after['jarvis_oldest_pending_age_seconds{model="llama3.2"}'] > 0
+    assert after["jarvis_workers_alive"] == 0
     assert after['jarvis_metrics_source_up{source="database"}'] == 1
     assert after['jarvis_metrics_source_up{source="redis"}'] == 1
     assert after["jarvis_api_event_hub_connected"] in (0, 1)
@@ -159,7 +162,7 @@ def test_a_scrape_reads_no_steps_however_many_there_are(pg_url, redis_url):
         samples = parse(first.get_data(as_text=True))
         assert samples['jarvis_agents{status="CANCELLED"}'] == 4000
         assert samples['jarvis_agents{status="PENDING"}'] == 3
-        assert samples["jarvis_oldest_pending_age_seconds"] >= 60
+        assert samples['jarvis_oldest_pending_age_seconds{model="m"}'] >= 60
         assert samples['jarvis_metrics_source_up{source="database"}'] == 1
         assert statements, "the first scrape reads the database"
         assert not [sql for sql in statements if "agent_steps" in sql], statements

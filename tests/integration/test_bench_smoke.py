@@ -39,7 +39,7 @@ def bench_redis(request: pytest.FixtureRequest) -> list[str]:
     return ["--redis-url", request.getfixturevalue("redis_url")]
 
 
-@pytest.mark.timeout(210)  # six scenarios, ~100 s on a quiet machine
+@pytest.mark.timeout(300)  # seven scenarios, ~130 s on a quiet machine
 def test_quick_bench_runs_every_scenario_to_completion(
     tmp_path: Path, pg_server_url: str, bench_redis: list[str]
 ) -> None:
@@ -67,7 +67,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=270,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(raw.read_text())
@@ -141,9 +141,15 @@ def test_quick_bench_runs_every_scenario_to_completion(
         assert run["completed"] == int(n)
         assert run["worker_cpu_s"] > 0 and run["peak_rss_mib"] > 0  # too short to see in flight
 
+    routing = results["routing"]  # a worker for every model, and one --models worker capped
+    (routed,) = routing["runs"]
+    assert routed["completed"] == routing["sizes"]["agents"]
+
     numbers = [
         hooked["ratio"],
         hooked["cpu_ratio"],
+        routed["ratio"],
+        routed["cpu_ratio"],
         hooked["delivery_p50_ms"],
         throughput["agents_per_s"],
         throughput["overhead_p99_ms"],

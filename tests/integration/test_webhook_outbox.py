@@ -177,6 +177,8 @@ def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
     assert complete(repository, agent)
     clock = Clock()
     sending = dispatcher(repository, clock)
+    outcomes: list[str] = []  # what jarvis_webhook_deliveries_total counts
+    sending.outcomes = outcomes.append
     for number, delay in enumerate((*RETRY_DELAYS_S, None), 1):
         assert sending.send_due() == 1
         assert sending.send_due() == 0  # not due again before its time
@@ -193,6 +195,7 @@ def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
     assert len({t.header("webhook-id") for t in tries}) == 1
     assert len({t.body for t in tries}) == 1  # the same bytes every time
     assert "abandoned after 6 tries" in caplog.text
+    assert outcomes == ["failed"] * len(RETRY_DELAYS_S) + ["abandoned"]
     assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
 
 
@@ -203,7 +206,10 @@ def test_a_delivered_webhook_is_not_sent_again(
     assert complete(repository, agent)
     clock = Clock()
     sending = dispatcher(repository, clock)
+    outcomes: list[str] = []
+    sending.outcomes = outcomes.append
     assert sending.send_due() == 1
+    assert outcomes == ["delivered"]
     clock.now += timedelta(days=1)
     assert sending.send_due() == 0
     (row,) = owed(repository, agent)

@@ -20,6 +20,7 @@ from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import Capabilities, ChatReply, ChatRequest, OnDelta, StopSignal
+from jarvis_agents.routing import queue_for
 from jarvis_agents.runner import AgentRunner
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -33,6 +34,7 @@ class RunnerStore(MemoryStore):
         super().__init__()
         self.released: list[tuple[uuid.UUID, int]] = []
         self.enqueued: list[str] = []
+        self.queues: list[str] = []
         self.beats: list[list[tuple[uuid.UUID, int]]] = []
 
     def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
@@ -45,8 +47,9 @@ class RunnerStore(MemoryStore):
         self.released.append((agent_id, attempt))
         return True
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str) -> None:  # the dispatcher's
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = "") -> None:  # the dispatcher's
         self.enqueued.append(task_id)
+        self.queues.append(queue)
 
     def heartbeat(self, owned: Sequence[tuple[uuid.UUID, int]]) -> None:
         self.beats.append(sorted(owned))
@@ -161,6 +164,7 @@ def test_a_shutdown_past_its_grace_wakes_and_hands_back_the_agent(
     assert not thread.is_alive()
     assert store.released == [(agent.id, 1)]
     assert store.enqueued == [f"{agent.id}:2"]  # queued again at once, not after a sweep
+    assert store.queues == [queue_for(agent.model)]  # on its model's queue (routing)
 
 
 def test_a_revoke_is_noticed_by_polling(

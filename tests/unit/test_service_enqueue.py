@@ -16,6 +16,7 @@ from jarvis_agents.dispatch import MemoryDispatcher, Queued
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import MemoryEventBus, RedisEventBus
 from jarvis_agents.lifecycle import Agent
+from jarvis_agents.routing import queue_for
 from jarvis_agents.service import AgentService, CreateRequest
 from workers.celery_app import CeleryDispatcher, create_celery
 
@@ -63,7 +64,7 @@ def test_pending_is_published_after_the_commit_and_before_the_enqueue() -> None:
     assert created
     # On the agent's channel and its user's; then queued, so no RUNNING can overtake it.
     assert log == ["commit", "enqueue after ['PENDING', 'PENDING']"]
-    assert dispatcher.queued == [Queued(agent.id, str(agent.id))]
+    assert dispatcher.queued == [Queued(agent.id, str(agent.id), queue_for(agent.model))]
 
 
 def test_an_unreachable_broker_leaves_the_agent_to_the_sweeper(

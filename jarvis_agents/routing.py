@@ -1,0 +1,225 @@
+"""Routing by model (CONTRACT §10): a queue per model, and who serves which.
+
+Every agent is queued on its model's queue, `queue_for(agent.model)`, wherever it is
+queued from: a create, the sweeper, a hand-back. A worker started with `--models A,B`
+consumes only A's and B's queues. A worker without `--models` consumes the default
+queue and every model's queue: the queues in use are listed in Redis (`QUEUES_KEY`,
+added to by whoever first queues for a model, and by each worker for its own models),
+and such a worker starts consuming a new model's queue within a second of its first
+listing. So an agent waits on its model's queue, PENDING, until some worker that takes
+that model is alive, and then starts without anything having to move it.
+
+Workers advertise themselves in Redis (a key per worker with a TTL of a few heartbeat
+intervals, listed in `WORKERS_KEY`), with the models they take (None: all of them). A
+worker that dies stops being advertised when its key expires; one that stops warmly
+withdraws at once. The API reads the adverts for `/readyz` and the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_QUEUE = "jarvis-agents"  # a worker without --models consumes it too
+QUEUE_PREFIX = "jarvis-agents@"
+QUEUES_KEY = "jarvis:model-queues"  # set: the models whose queue is in use
+WORKERS_KEY = "jarvis:workers"  # set: names of workers that advertised themselves
+WORKER_KEY = "jarvis:worker:"  # + name: the advert (JSON), with a TTL
+# How long a process trusts that a model's queue is still listed before it lists it
+# again: Redis may have restarted empty (no persistence) meanwhile.
+RELIST_S = 60.0
+
+
+def queue_for(model: str | None) -> str:
+    """The queue of agents of `model` (its name as the agent JSON gives it)."""
+    return f"{QUEUE_PREFIX}{model}" if model else DEFAULT_QUEUE
+
+
+def model_of(queue: str) -> str | None:
+    """The model whose queue `queue` is; None for the default queue or another."""
+    return queue.removeprefix(QUEUE_PREFIX) if queue.startswith(QUEUE_PREFIX) else None
+
+
+def parse_models(value: str | None) -> tuple[str, ...] | None:
+    """`--models A,B` as a tuple of names (None: every model); blank names dropped."""
+    if value is None:
+        return None
+    return tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+
+
+@dataclass(frozen=True)
+class WorkerAdvert:
+    """A live worker as it advertises itself."""
+
+    name: str
+    models: tuple[str, ...] | None  # None: every model
+    concurrency: int
+    running: int
+
+    def takes(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+
+def unserved(pending_models: Iterable[str], workers: Sequence[WorkerAdvert]) -> list[str]:
+    """The models among `pending_models` that no live worker takes, sorted."""
+    return sorted({m for m in pending_models if not any(w.takes(m) for w in workers)})
+
+
+class QueueDirectory:
+    """The models' queues in use and the live workers, as recorded in Redis."""
+
+    def __init__(self, redis_client: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.redis = redis_client
+        self.clock = clock
+        self._listed: dict[str, float] = {}  # model -> when this process last listed it
+        self._lock = threading.Lock()
+
+    # --- queues --------------------------------------------------------------------
+
+    def list_queue(self, model: str) -> None:
+        """Record that `model`'s queue is in use (a Redis call at most once a minute)."""
+        now = self.clock()
+        with self._lock:
+            if now - self._listed.get(model, -RELIST_S) < RELIST_S:
+                return
+            self._listed[model] = now
+        try:
+            self.redis.sadd(QUEUES_KEY, model)
+        except Exception:
+            with self._lock:
+                self._listed.pop(model, None)
+            raise
+
+    def models(self) -> set[str]:
+        """The models whose queue is in use."""
+        return {_text(m) for m in self.redis.smembers(QUEUES_KEY)}
+
+    def depths(self) -> dict[str, int]:
+        """Messages waiting on each model's queue (LLEN of each, one round trip)."""
+        models = sorted(self.models())
+        pipe = self.redis.pipeline(transaction=False)
+        for model in models:
+            pipe.llen(queue_for(model))
+        return dict(zip(models, (int(n) for n in pipe.execute()), strict=True))
+
+    # --- workers -------------------------------------------------------------------
+
+    def advertise(self, advert: WorkerAdvert, *, ttl_s: float) -> None:
+        body = json.dumps({"models": list(advert.models) if advert.models is not None else None,
+                           "concurrency": advert.concurrency, "running": advert.running})
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(WORKER_KEY + advert.name, body, px=max(1, int(ttl_s * 1000)))
+        pipe.sadd(WORKERS_KEY, advert.name)
+        if advert.models:
+            pipe.sadd(QUEUES_KEY, *advert.models)
+        pipe.execute()
+
+    def withdraw(self, name: str) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.delete(WORKER_KEY + name)
+        pipe.srem(WORKERS_KEY, name)
+        pipe.execute()
+
+    def workers(self) -> list[WorkerAdvert]:
+        """The workers alive now (their advert has not expired); forgets the others."""
+        names = sorted(_text(n) for n in self.redis.smembers(WORKERS_KEY))
+        if not names:
+            return []
+        bodies = self.redis.mget([WORKER_KEY + name for name in names])
+        alive, gone = [], []
+        for name, body in zip(names, bodies, strict=True):
+            if body is None:
+                gone.append(name)
+                continue
+            data = json.loads(body)
+            models = data.get("models")
+            alive.append(WorkerAdvert(name, tuple(models) if models is not None else None,
+                                      int(data.get("concurrency", 0)), int(data.get("running", 0))))
+        if gone:
+            self.redis.srem(WORKERS_KEY, *gone)
+        return alive
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class WorkerPresence:
+    """A worker's side of routing: its advert, renewed each interval, and for a worker
+    that takes every model, a subscription to each model's queue as it is listed."""
+
+    FOLLOW_S = 0.5  # how often a worker that takes every model looks for new queues
+
+    def __init__(
+        self, directory: QueueDirectory, *, name: str, models: tuple[str, ...] | None,
+        concurrency: int, running: Callable[[], int], subscribe: Callable[[str], None],
+        interval_s: float,
+    ) -> None:
+        self.directory = directory
+        self.name = name
+        self.models = models
+        self.concurrency = concurrency
+        self.running = running  # agents running here now
+        self.subscribe = subscribe  # start consuming this queue
+        self.interval_s = interval_s
+        self.subscribed: set[str] = set(models or ())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def ttl_s(self) -> float:
+        """How long an advert outlives its worker: a few intervals (a late renewal is
+        not a dead worker), at least 3 s."""
+        return max(3.0, 3 * self.interval_s)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="jarvis-presence", daemon=True)
+        self._thread.start()
+
+    def withdraw(self) -> None:
+        """Stop advertising, at once (no wait for the thread: a shutdown must not)."""
+        self._stop.set()
+        try:
+            self.directory.withdraw(self.name)
+        except Exception as exc:  # noqa: BLE001 - it expires anyway
+            log.warning("could not withdraw this worker's advert: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.withdraw()
+
+    def renew(self) -> None:
+        self.directory.advertise(
+            WorkerAdvert(self.name, self.models, self.concurrency, int(self.running())),
+            ttl_s=self.ttl_s)
+
+    def follow(self) -> None:
+        """Start consuming the queues of models listed since the last look."""
+        if self.models is not None:
+            return
+        for model in sorted(self.directory.models() - self.subscribed):
+            self.subscribe(queue_for(model))
+            self.subscribed.add(model)
+            log.info("now taking agents of the model '%s' too", model)
+
+    def _loop(self) -> None:
+        renewed_at = -float("inf")
+        while True:
+            try:
+                if time.monotonic() - renewed_at >= self.interval_s:
+                    self.renew()
+                    renewed_at = time.monotonic()
+                self.follow()
+            except Exception as exc:  # noqa: BLE001 - Redis restarts: the next round tries again
+                log.warning("worker presence: %s", exc)
+            if self._stop.wait(self.FOLLOW_S if self.models is None else self.interval_s):
+                return

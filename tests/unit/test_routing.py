@@ -1,0 +1,246 @@
+"""Routing by model, the sweeper's share of it, the workers' figures and the model cap's
+decorator, on fakes (the real Redis and workers: tests/integration/test_routing.py,
+test_model_caps.py, test_model_slots.py)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from prometheus_client.core import HistogramMetricFamily
+
+from jarvis_agents import runner as runner_module
+from jarvis_agents.cluster_metrics import ClusterMetrics, read_families
+from jarvis_agents.config import Settings
+from jarvis_agents.errors import ConfigError
+from jarvis_agents.llm.base import ChatMessage, ChatReply, ChatRequest, Usage
+from jarvis_agents.llm.governed import GovernedModel
+from jarvis_agents.routing import (
+    DEFAULT_QUEUE,
+    WorkerAdvert,
+    WorkerPresence,
+    model_of,
+    parse_models,
+    queue_for,
+    unserved,
+)
+from jarvis_agents.runner import AgentRunner
+
+
+def test_a_queue_per_model_named_after_it() -> None:
+    assert queue_for("llama3.2") == "jarvis-agents@llama3.2"
+    assert queue_for("openai/gpt-4o") == "jarvis-agents@openai/gpt-4o"
+    assert queue_for(None) == DEFAULT_QUEUE
+    assert model_of(queue_for("qwen2.5:7b")) == "qwen2.5:7b"
+    assert model_of(DEFAULT_QUEUE) is None
+
+
+def test_models_flag() -> None:
+    assert parse_models(None) is None
+    assert parse_models(" a, b ,a,, ") == ("a", "b")
+    assert parse_models(" , ") == ()
+
+
+def test_a_model_is_unserved_when_no_live_worker_takes_it() -> None:
+    only_a = WorkerAdvert("w1", ("a",), 10, 0)
+    assert unserved(["a", "c", "b"], [only_a]) == ["b", "c"]
+    assert unserved(["a", "c"], [only_a, WorkerAdvert("w2", None, 10, 0)]) == []
+    assert unserved(["a"], []) == ["a"]
+
+
+def test_model_concurrency_setting() -> None:
+    settings = Settings.from_env({"JARVIS_MODEL_CONCURRENCY": "llama3.2=2, openai/gpt-4o=20"})
+    assert settings.model_concurrency == (("llama3.2", 2), ("openai/gpt-4o", 20))
+    assert Settings.from_env({}).model_concurrency == ()
+    for bad in ("llama3.2", "llama3.2=0", "=3", "a=two"):
+        with pytest.raises(ConfigError, match="JARVIS_MODEL_CONCURRENCY must be MODEL=N"):
+            Settings.from_env({"JARVIS_MODEL_CONCURRENCY": bad})
+
+
+class Directory:
+    """The QueueDirectory as workers see it: listed models and live adverts."""
+
+    def __init__(self, models: set[str], workers: list[WorkerAdvert]) -> None:
+        self.listed = models
+        self.alive = workers
+        self.adverts: list[WorkerAdvert] = []
+
+    def models(self) -> set[str]:
+        return set(self.listed)
+
+    def workers(self) -> list[WorkerAdvert]:
+        return list(self.alive)
+
+    def advertise(self, advert: WorkerAdvert, *, ttl_s: float) -> None:
+        self.adverts.append(advert)
+
+
+def presence(directory: Directory, models: tuple[str, ...] | None, subscribed: list[str]) -> WorkerPresence:
+    return WorkerPresence(directory, name="w", models=models, concurrency=7, running=lambda: 3,  # type: ignore[arg-type]
+                          subscribe=subscribed.append, interval_s=1.0)
+
+
+def test_a_worker_for_every_model_follows_each_new_models_queue() -> None:
+    directory = Directory({"a"}, [])
+    subscribed: list[str] = []
+    every = presence(directory, None, subscribed)
+    every.follow()
+    directory.listed |= {"b", "c"}
+    every.follow()
+    every.follow()
+    assert subscribed == [queue_for("a"), queue_for("b"), queue_for("c")]  # each once
+
+
+def test_a_worker_with_models_follows_nothing_and_advertises_them() -> None:
+    directory = Directory({"a", "b"}, [])
+    subscribed: list[str] = []
+    only_a = presence(directory, ("a",), subscribed)
+    only_a.follow()
+    only_a.renew()
+    assert subscribed == []
+    assert directory.adverts == [WorkerAdvert("w", ("a",), 7, 3)]
+    assert only_a.ttl_s == 3.0
+
+
+class SweepRepository:
+    """What the sweep reads: agents to queue again, and their models."""
+
+    def __init__(self, models: dict[uuid.UUID, str], *, stale: list[uuid.UUID], pending: list[uuid.UUID]) -> None:
+        self.models = models
+        self.stale = stale
+        self.pending = pending
+
+    def requeue_stale_running(self, *, stale_before: Any) -> list[tuple[uuid.UUID, int, bool]]:
+        return [(agent_id, 1, False) for agent_id in self.stale]
+
+    def requeue_pending(self, *, untouched_before: Any) -> list[tuple[uuid.UUID, str]]:
+        return [(agent_id, str(agent_id)) for agent_id in self.pending]
+
+    def models_of(self, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+        return {i: self.models[i] for i in ids}
+
+
+class Queues:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = DEFAULT_QUEUE) -> None:
+        self.sent.append((task_id, queue))
+
+
+def test_the_sweep_queues_each_agent_on_its_models_queue_if_a_worker_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No agent waits for an approval here (that sweep reads SQL: tests/unit/test_approvals.py).
+    monkeypatch.setattr(runner_module, "waiting_since_before", lambda repository, cutoff: [])
+    a1, b1, a2, c1 = (uuid.uuid4() for _ in range(4))
+    repository = SweepRepository({a1: "a", b1: "b", a2: "a", c1: "c"}, stale=[a1, b1], pending=[a2, c1])
+    queues = Queues()
+    directory = Directory(set(), [WorkerAdvert("w", ("a", "c"), 10, 0)])
+    runner = AgentRunner(repository=repository, store=None, executor=None, events=None,  # type: ignore[arg-type]
+                         dispatcher=queues, settings=Settings.from_env({}), directory=directory)  # type: ignore[arg-type]
+    assert runner.sweep() == 3
+    # b's agent waits for a worker that takes b: a copy a minute would only pile up
+    assert queues.sent == [(f"{a1}:2", queue_for("a")), (str(a2), queue_for("a")),
+                           (str(c1), queue_for("c"))]
+
+
+class FakeRedis:
+    """The hash commands the figures use, with a pipeline that runs them at once."""
+
+    def __init__(self) -> None:
+        self.hash: dict[str, float] = {}
+
+    def pipeline(self, transaction: bool = True) -> FakeRedis:
+        return self
+
+    def hincrbyfloat(self, key: str, field: str, amount: float) -> None:
+        self.hash[field] = self.hash.get(field, 0.0) + amount
+
+    def execute(self) -> list[Any]:
+        return []
+
+    def hgetall(self, key: str) -> dict[bytes, bytes]:
+        return {k.encode(): str(v).encode() for k, v in self.hash.items()}
+
+
+def samples(redis: FakeRedis) -> dict[str, float]:
+    found = {}
+    for family in read_families(redis):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            found[f"{sample.name}{{{labels}}}"] = sample.value
+    return found
+
+
+def test_two_workers_figures_add_up_in_one_read() -> None:
+    redis = FakeRedis()
+    first, second = ClusterMetrics(redis), ClusterMetrics(redis)
+    first.observe("jarvis_planning_seconds", "m", seconds=0.3)
+    second.observe("jarvis_planning_seconds", "m", seconds=200)
+    second.inc("jarvis_model_tokens", "m", "input", amount=12)
+    first.inc("jarvis_webhook_deliveries", "delivered")
+    first.flush()
+    second.flush()
+    second.flush()  # nothing new: nothing added twice
+    found = samples(redis)
+    assert found["jarvis_planning_seconds_count{model=m}"] == 2
+    assert found["jarvis_planning_seconds_sum{model=m}"] == pytest.approx(200.3)
+    assert found["jarvis_planning_seconds_bucket{le=0.5,model=m}"] == 1
+    assert found["jarvis_planning_seconds_bucket{le=120.0,model=m}"] == 1  # cumulative
+    assert found["jarvis_planning_seconds_bucket{le=+Inf,model=m}"] == 2
+    assert found["jarvis_model_tokens_total{direction=input,model=m}"] == 12
+    assert found["jarvis_webhook_deliveries_total{outcome=delivered}"] == 1
+    assert any(isinstance(f, HistogramMetricFamily) for f in read_families(redis))
+
+
+def test_a_failed_flush_keeps_the_figures_for_the_next() -> None:
+    class Down(FakeRedis):
+        def execute(self) -> list[Any]:
+            raise ConnectionError("Redis is down")
+
+    metrics = ClusterMetrics(Down())
+    metrics.inc("jarvis_webhook_deliveries", "failed")
+    metrics.flush()
+    working = FakeRedis()
+    metrics.redis = working
+    metrics.flush()
+    assert samples(working)["jarvis_webhook_deliveries_total{outcome=failed}"] == 1
+
+
+class Slots:
+    """ModelSlots as the decorator uses it: the cap of "capped" is 1, its wait 5 s."""
+
+    def cap(self, model: str) -> int | None:
+        return 1 if model == "capped" else None
+
+    @contextmanager
+    def slot(self, model: str, *, should_stop: Any) -> Iterator[float]:
+        yield 5.0
+
+
+class Model:
+    def __init__(self) -> None:
+        self.deadlines: list[float] = []
+
+    def complete(self, request: ChatRequest, *, deadline: float, should_stop: Any, on_delta: Any = None) -> ChatReply:
+        self.deadlines.append(deadline)
+        return ChatReply("FINAL_ANSWER: 1", request.model, usage=Usage(7, 3))
+
+
+def test_a_wait_for_a_slot_moves_the_deadline_and_is_its_own_figure() -> None:
+    redis, inner = FakeRedis(), Model()
+    model = GovernedModel(inner, slots=Slots(), metrics=(metrics := ClusterMetrics(redis)))  # type: ignore[arg-type]
+    request = ChatRequest([ChatMessage("user", "hi")], model="capped")
+    model.complete(request, deadline=100.0, should_stop=lambda: False)
+    model.complete(ChatRequest(request.messages, model="free"), deadline=100.0, should_stop=lambda: False)
+    assert inner.deadlines == [105.0, 100.0]  # the wait is not a step timeout
+    metrics.flush()
+    found = samples(redis)
+    assert found["jarvis_model_wait_seconds_count{model=capped}"] == 1
+    assert "jarvis_model_wait_seconds_count{model=free}" not in found
+    assert found["jarvis_model_tokens_total{direction=output,model=free}"] == 3
+    assert found["jarvis_planning_seconds_count{model=capped}"] == 1
