@@ -240,3 +240,17 @@ def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, l
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
     assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
     expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
+
+
+def test_the_reply_appears_live_while_the_model_writes_it(page: Any, live_stack: LiveStack) -> None:
+    live_stack.fake.chunk_delay_s = 0.1  # a word every 100 ms: about a second a reply
+    try:
+        sign_in(page, live_stack.api_key)
+        start(page, "What is 1234 * 902?")
+        writing = page.locator('[data-testid="writing"]')
+        expect(writing).to_contain_text("THOUGHT: I need")  # before any step of that reply
+        expect(writing).to_contain_text("INPUT: 1234 * 902")
+        assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
+        expect(writing).to_have_count(0)  # the steps replaced it
+    finally:
+        live_stack.fake.chunk_delay_s = 0.0
