@@ -35,9 +35,11 @@ event: observe
 data: {"agent_id": "…", "seq": 7, "step": 2, "type": "observe", "tool": "calculate", "content": "1113177"}
 ```
 
-`event` is one of `think`, `act`, `observe`, `final`, `error`, `cancelled`, then always a
-last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after which the
-stream closes. `cancelled` and `done` carry no `id`. A comment line `: keepalive`
+`event` is one of `think`, `act`, `observe`, `final`, `error`, `token`, `cancelled`, then
+always a last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after which the
+stream closes. `token`, `cancelled` and `done` carry no `id`. With `?tokens=1`, `token`
+events (data `{"agent_id", "step", "delta"}`) carry the reply being written, before that
+iteration's step events; never persisted nor replayed. A comment line `: keepalive`
 is sent while nothing happens."""
 
 
@@ -120,11 +122,17 @@ def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dic
     return {"type": "object", "required": ["event", "data"], "properties": properties}
 
 
+TOKEN_EVENT = {"type": "object", "required": ["agent_id", "step", "delta"], "properties": {
+    "agent_id": {"type": "string", "format": "uuid"}, "step": {"type": "integer", "minimum": 0},
+    "delta": {"type": "string", "description": "The next piece of the reply's text."}}}
 AGENT_EVENT = _sse_event(
-    ["think", "act", "observe", "final", "error", "cancelled", "done"],
-    {"anyOf": [_ref("StepEvent"), _ref("EndEvent")]},
+    ["think", "act", "observe", "final", "error", "token", "cancelled", "done"],
+    {"anyOf": [_ref("StepEvent"), _ref("EndEvent"), TOKEN_EVENT]},
     with_id=True,
 )
+TOKENS = {"name": "tokens", "in": "query", "required": False,
+          "description": "1: add live `token` events, the replies as the model writes them.",
+          "schema": {"type": "string", "enum": ["0", "1", "true", "false"]}}
 STATUS_EVENT = _sse_event(["status"], _ref("StatusEvent"), with_id=False)
 
 
@@ -173,7 +181,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "createAgentStream", "tags": ["events"],
                 "summary": "Create and enqueue an agent, then stream its events; closing the "
                            "connection cancels the agent within 5 s.",
-                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT, TOKENS], "requestBody": CREATE_BODY,
                 "responses": {
                     "200": _sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),
@@ -261,6 +269,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                     {"name": "after", "in": "query", "required": False,
                      "description": "Replay only steps with a greater `seq`.",
                      "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}},
+                    TOKENS,
                 ],
                 "responses": {"200": _sse_response("The agent's events.", AGENT_EVENT),
                               **BAD_REQUEST, **NOT_FOUND, **STREAM_ERRORS, **COMMON_ERRORS},

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "scale", "peer")
+SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "scale", "tokens", "peer")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -86,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overhead,
         report,
         scale,
+        tokens,
         webhooks,
     )
     from bench.stack import Stack
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fanout": fanout.QUICK if args.quick else fanout.FanoutSizes(),
         "webhooks": webhooks.QUICK if args.quick else webhooks.WebhookSizes(),
         "scale": scale.QUICK if args.quick else scale.ScaleSizes(),
+        "tokens": tokens.QUICK if args.quick else tokens.TokenSizes(),
     }
     if args.workers:
         from dataclasses import replace
@@ -172,7 +174,7 @@ def _ours(
     results: dict[str, Any],
     peer: Any,
 ) -> None:
-    from bench import concurrency, fanout, overhead, scale, webhooks
+    from bench import concurrency, fanout, overhead, scale, tokens, webhooks
     from bench.driver import User
 
     users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -208,6 +210,9 @@ def _ours(
         print("scenario 6: scale on one worker process", flush=True)
         results["scale"] = scale.run(stack, users, runs=args.runs, sizes=sizes["scale"])
         results["scale"]["sizes"] = asdict(sizes["scale"])
+    if "tokens" in ours:
+        print("scenario 7: live tokens", flush=True)
+        results["tokens"] = tokens.run(stack, users[0], runs=args.runs, sizes=sizes["tokens"])
 
 
 def _peer_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench import scale, webhooks
+from bench import scale, tokens, webhooks
 from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
 
@@ -86,6 +86,8 @@ def render(results: dict[str, Any], *, notes: str) -> str:
         out += webhooks.section(results["webhooks"])
     if results.get("scale"):
         out += scale.section(results["scale"])
+    if results.get("tokens"):
+        out += tokens.section(results["tokens"])
     if results.get("peer"):
         out += _peer(results)
     out += ["## Notes: profiles, causes, proposed fixes", "", NOTES_BEGIN, notes, NOTES_END, ""]
