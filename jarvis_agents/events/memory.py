@@ -17,7 +17,14 @@ from jarvis_agents.events.messages import (
     step_event,
 )
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Subscription
-from jarvis_agents.events.tokens import Listen, ReplyTokens, TokenBatch, TokenBatcher, token_event
+from jarvis_agents.events.tokens import (
+    Listen,
+    Registration,
+    ReplyTokens,
+    TokenBatch,
+    TokenBatcher,
+    token_event,
+)
 from jarvis_agents.lifecycle import Agent, Step
 
 
@@ -87,7 +94,7 @@ class MemoryEventBus:
     def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
         with self._lock:
             self.token_listeners[agent_id] += 1
-        return _Listening(self, agent_id)
+        return Registration(self.leave_tokens, agent_id)
 
     def leave_tokens(self, agent_id: uuid.UUID) -> None:
         with self._lock:
@@ -112,13 +119,3 @@ class MemoryEventBus:
     def flush(self, timeout_s: float = 5.0) -> bool:
         return True  # nothing is ever waiting: every publish is delivered as it is made
 
-
-class _Listening:
-    def __init__(self, bus: MemoryEventBus, agent_id: uuid.UUID) -> None:
-        self.bus: MemoryEventBus | None = bus
-        self.agent_id = agent_id
-
-    def close(self) -> None:
-        bus, self.bus = self.bus, None
-        if bus is not None:
-            bus.leave_tokens(self.agent_id)

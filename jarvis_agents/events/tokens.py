@@ -274,7 +274,7 @@ class TokenListeners:
         if count == 0:
             self._register(agent_id)
         self._start()
-        return _Registration(self, agent_id)
+        return Registration(self.leave, agent_id)
 
     def count(self, agent_id: uuid.UUID) -> int:
         with self._lock:
@@ -328,12 +328,14 @@ class TokenListeners:
                 log.warning("could not renew %s token listeners: %s", len(agents), exc)
 
 
-class _Registration:
-    def __init__(self, listeners: TokenListeners, agent_id: uuid.UUID) -> None:
-        self._listeners: TokenListeners | None = listeners
+class Registration:
+    """One stream's token listening: `close()` calls `leave(agent_id)`, once."""
+
+    def __init__(self, leave: Callable[[uuid.UUID], None], agent_id: uuid.UUID) -> None:
+        self._leave: Callable[[uuid.UUID], None] | None = leave
         self.agent_id = agent_id
 
     def close(self) -> None:
-        listeners, self._listeners = self._listeners, None
-        if listeners is not None:
-            listeners.leave(self.agent_id)
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            leave(self.agent_id)
