@@ -380,3 +380,13 @@ def test_run_on_a_terminal_shows_the_reply_live_then_replaces_it_with_the_steps(
     assert shown.count("calculate(1234 * 902)") == 1
     assert shown.index("FINAL_ANSWER: 1113068\r\x1b[1A\x1b[J") < shown.index("FINAL    1113068")
     assert "INPUT: 1234" not in quiet and "calculate(1234 * 902)" in quiet
+
+
+def test_watch_with_tokens_shows_the_replies_of_an_agent_started_elsewhere(live_stack: LiveStack) -> None:
+    agent_id = detach(live_stack, "slow: what is 1234 * 902?")  # each reply takes SLOW_TURN_S
+    result = jarvis(live_stack, "watch", "--json", "--tokens", agent_id)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    written = "".join(e["delta"] for e in events if e["event"] == "token" and e["step"] == 1)
+    assert written == "THOUGHT: done\nFINAL_ANSWER: 1113068"  # the second reply, whole
+    assert events[-1]["event"] == "done"
