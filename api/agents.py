@@ -1,4 +1,4 @@
-"""The agents resource: create, list, get (with long-poll), steps, cancel; and the tools."""
+"""The agents resource: create, list, get (with long-poll), steps, cancel, approve; and the tools."""
 
 from __future__ import annotations
 
@@ -67,6 +67,17 @@ def list_steps(raw_id: str) -> Response:
 def cancel_agent(raw_id: str) -> Response:
     agent = ctx().service.cancel(current_user().id, params.agent_id(raw_id))
     return jsonify(agent.to_json())
+
+
+@bp.post("/agents/<agent_id:raw_id>/approval")
+def answer_approval(raw_id: str) -> Response:
+    agent_id = params.agent_id(raw_id)
+    body = params.approval_request()
+    agent = ctx().service.approve(
+        current_user().id, agent_id, call_id=body.call_id, approve=body.approve,
+        tool_input=body.tool_input, reason=body.reason,
+    )
+    return agent_response(agent, 202)
 
 
 @bp.post("/agents/<agent_id:raw_id>/fork")

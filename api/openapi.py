@@ -19,29 +19,12 @@ from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
 from api.params import MAX_SEQ
+from api.sse_schema import AGENT_EVENT, STATUS_EVENT, TOKENS, sse_response
 from jarvis_agents.lifecycle import AgentStatus
 
 bp = Blueprint("openapi", __name__)
 
 JSON = "application/json"
-SSE = "text/event-stream"
-
-SSE_DESCRIPTION = """\
-Server-sent events. Step events carry `id` = the step's `seq`:
-
-```
-id: 7
-event: observe
-data: {"agent_id": "…", "seq": 7, "step": 2, "type": "observe", "tool": "calculate", "content": "1113177"}
-```
-
-`event` is one of `think`, `act`, `observe`, `final`, `error`, `token`, `cancelled`, then
-always a last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after which the
-stream closes. `token`, `cancelled` and `done` carry no `id`. With `?tokens=1`, `token`
-events (data `{"agent_id", "step", "delta"}`) carry the reply being written, before that
-iteration's step events; never persisted nor replayed. A comment line `: keepalive`
-is sent while nothing happens."""
-
 
 @bp.get("/api/v1/openapi.json")
 @public
@@ -110,37 +93,6 @@ TOO_MANY_STREAMS = ("too many event streams and long-polls open at once "
 STREAM_ERRORS = {"429": _error(f"The caller has {TOO_MANY_STREAMS}.", headers=RETRY_AFTER)}
 
 
-def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
-    """One event of a stream, as SSE parsers see it: `event`, `data` (JSON text), `id`."""
-    properties: dict[str, Any] = {
-        "event": {"type": "string", "enum": events},
-        "data": {"type": "string", "contentMediaType": JSON, "contentSchema": data},
-    }
-    if with_id:
-        properties["id"] = {"type": "string", "pattern": "^[0-9]+$",
-                            "description": "The step's `seq`, on step events."}
-    return {"type": "object", "required": ["event", "data"], "properties": properties}
-
-
-TOKEN_EVENT = {"type": "object", "required": ["agent_id", "step", "delta"], "properties": {
-    "agent_id": {"type": "string", "format": "uuid"}, "step": {"type": "integer", "minimum": 0},
-    "delta": {"type": "string", "description": "The next piece of the reply's text."}}}
-AGENT_EVENT = _sse_event(
-    ["think", "act", "observe", "final", "error", "token", "cancelled", "done"],
-    {"anyOf": [_ref("StepEvent"), _ref("EndEvent"), TOKEN_EVENT]},
-    with_id=True,
-)
-TOKENS = {"name": "tokens", "in": "query", "required": False,
-          "description": "1: add live `token` events, the replies as the model writes them.",
-          "schema": {"type": "string", "enum": ["0", "1", "true", "false"]}}
-STATUS_EVENT = _sse_event(["status"], _ref("StatusEvent"), with_id=False)
-
-
-def _sse_response(description: str, event: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    schema = {**event, "description": SSE_DESCRIPTION}
-    return {"description": description, "content": {SSE: {"schema": schema}}, **extra}
-
-
 def _operations() -> dict[str, dict[str, Any]]:
     public_ = {"security": []}
     return {
@@ -183,7 +135,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                            "connection cancels the agent within 5 s.",
                 "parameters": [IDEMPOTENCY_KEY, TRACEPARENT, TOKENS], "requestBody": CREATE_BODY,
                 "responses": {
-                    "200": _sse_response("The agent's events, from its first step to `done`.",
+                    "200": sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),
                     **CREATE_ERRORS,
                     "429": _error("Too many agents PENDING or RUNNING at once "
@@ -211,11 +163,30 @@ def _operations() -> dict[str, dict[str, Any]]:
             },
             "delete": {
                 "operationId": "cancelAgent", "tags": ["agents"],
-                "summary": "Cancel a PENDING or RUNNING agent.",
+                "summary": "Cancel a PENDING, RUNNING or WAITING agent.",
                 "responses": {
                     "200": _json("Agent", "The agent, now CANCELLED."),
                     **NOT_FOUND,
                     "409": _error("The agent had already ended (COMPLETED, FAILED or CANCELLED)."),
+                    **COMMON_ERRORS,
+                },
+            },
+        },
+        "/api/v1/agents/{agent_id}/approval": {
+            "parameters": [AGENT_ID],
+            "post": {
+                "operationId": "answerApproval", "tags": ["agents"],
+                "summary": "Answer a WAITING agent: approve its tool call (on `input` instead, "
+                           "if given) or deny it; it goes on PENDING, under a new attempt.",
+                "requestBody": {"required": True,
+                                "content": {JSON: {"schema": _ref("Approval")}}},
+                "responses": {
+                    "202": _json("Agent", "Answered: the agent, PENDING again and queued."),
+                    **BAD_REQUEST, **NOT_FOUND,
+                    "409": _error("The agent is not WAITING (`not_waiting`: never, no longer, "
+                                  "or answered already), or waits for another call "
+                                  "(`wrong_call_id`); it is unchanged."),
+                    "413": _error("The body is larger than 64 KiB."),
                     **COMMON_ERRORS,
                 },
             },
@@ -271,7 +242,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                      "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}},
                     TOKENS,
                 ],
-                "responses": {"200": _sse_response("The agent's events.", AGENT_EVENT),
+                "responses": {"200": sse_response("The agent's events.", AGENT_EVENT),
                               **BAD_REQUEST, **NOT_FOUND, **STREAM_ERRORS, **COMMON_ERRORS},
             },
         },
@@ -280,7 +251,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "userEvents", "tags": ["events"],
                 "summary": "Status changes of all the caller's agents, live only.",
                 "responses": {
-                    "200": _sse_response(
+                    "200": sse_response(
                         "`event: status` with data `{\"agent_id\", \"status\", \"stop_reason\", "
                         "\"step_count\", \"updated_at\"}` for every change, PENDING included.",
                         STATUS_EVENT,
@@ -366,7 +337,11 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
     if tool_names:
         items = create["properties"]["tools"]["anyOf"][0]["items"]
         items["enum"] = list(tool_names)
+    if tool_names:
+        gated = create["properties"]["approve_tools"]["anyOf"][0]["items"]
+        gated["enum"] = [*tool_names, "*"]
     spec.components.schema("CreateAgent", create)
+    spec.components.schema("Approval", _add_model(spec, schemas.ApprovalBody, mode="validation"))
     spec.components.schema("ForkAgent", _add_model(spec, ForkAgent, mode="validation"))
     for model in schemas.RESPONSE_MODELS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))

@@ -11,6 +11,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from flask import request
 from pydantic import ValidationError
@@ -22,6 +23,7 @@ from api.schemas import (
     CREATE_FIELDS,
     IDEMPOTENCY_KEY_MAX_CHARS,
     IDEMPOTENCY_KEY_PATTERN,
+    ApprovalBody,
     CreateAgent,
 )
 from jarvis_agents import tracing
@@ -46,6 +48,40 @@ def create_request() -> tuple[CreateRequest, str | None]:
     return parsed.to_request(), idempotency_key()
 
 
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A validated approval body (CONTRACT §7)."""
+
+    call_id: str
+    approve: bool
+    tool_input: str | None
+    reason: str | None
+
+
+def approval_request() -> ApprovalRequest:
+    try:
+        parsed = ApprovalBody.model_validate(json_object(), strict=True)
+    except ValidationError as exc:
+        raise RequestError(_describe_approval(exc), code="invalid_request") from None
+    return ApprovalRequest(parsed.call_id, parsed.approve, parsed.input, parsed.reason)
+
+
+def _describe_approval(exc: ValidationError) -> str:
+    sentences = []
+    for error in exc.errors(include_url=False)[:5]:
+        field = str(error["loc"][0]) if error["loc"] else "body"
+        if error["type"] == "extra_forbidden":
+            sentences.append(f"unknown field `{field}` (an approval takes "
+                             f"{', '.join(ApprovalBody.model_fields)})")
+        elif error["type"] == "missing":
+            sentences.append(f"`{field}` is missing: send a JSON object such as "
+                             '{"call_id": "call_…", "approve": true}')
+        else:
+            rule = "true or false" if field == "approve" else "text"
+            msg = error["msg"].removeprefix("Value error, ")
+            sentences.append(f"`{field}` must be {rule} ({msg[:1].lower()}{msg[1:]}), "
+                             f"not {_shown(error.get('input'))}")
+    return "; ".join(sentences)
 def fork_request() -> ForkRequest:
     """The validated body of a fork (CONTRACT §8)."""
     try:
@@ -231,8 +267,8 @@ def _sentence(error: ErrorDetails, takes: str) -> str:
     if field not in words:
         return f"`{field}`: {error['msg'][:1].lower()}{error['msg'][1:]}"
     name, rule = words[field]
-    if len(loc) > 1:  # an item of `tools`
-        name, rule = f"tool name #{int(loc[1]) + 1} in `tools`", "the name of a tool (GET /api/v1/tools)"
+    if len(loc) > 1:  # an item of `tools` or `approve_tools`
+        name, rule = f"tool name #{int(loc[1]) + 1} in `{field}`", "the name of a tool (GET /api/v1/tools)"
     if kind == "missing":
         example = '{"goal": "What is 2 + 2?"}' if field == "goal" else f'{{"{field}": 0}}'
         return f"{name} is missing: send a JSON object such as {example}"

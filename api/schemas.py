@@ -46,10 +46,15 @@ CREATE_FIELDS = {
     "model": ("`model`", "a model's name without spaces, such as llama3.2 or openai/gpt-4o-mini"),
     "tools": ("`tools`", 'a list of tool names, such as ["calculate"] (GET /api/v1/tools lists them)'),
     "webhook_url": ("`webhook_url`", "an http(s) URL"),
+    "approve_tools": ("`approve_tools`",
+                      'a list of tool names, or ["*"] for all, whose calls wait for an approval'),
     "mode": ("`mode`", "`auto`, `native` or `react`"),
     "output_schema": ("`output_schema`", 'a JSON Schema object, such as {"type": "object"}'),
     "thread_id": ("`thread_id`", "the id of a thread (its first agent's id), a UUID"),
 }
+APPROVAL_INPUT_MAX_CHARS = 16000
+APPROVAL_REASON_MAX_CHARS = 1000
+CALL_ID_MAX_CHARS = 64
 
 
 def _storable(value: str) -> str:
@@ -112,6 +117,14 @@ class CreateAgent(BaseModel):
                           "be JSON valid against; the parsed answer is the agent's `output`."),
     ] = None
 
+    approve_tools: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+        Field(max_length=MAX_TOOLS,
+              description='Tools whose calls wait for a person\'s approval (POST '
+                          '/api/v1/agents/{id}/approval) before they run; "*" for all. '
+                          'JARVIS_APPROVE_TOOLS adds to it.'),
+    ] = None
+
     thread_id: Annotated[
         Annotated[str, Field(json_schema_extra={"format": "uuid"})] | None,
         Field(description="Continue this thread (its first agent's id): the model sees every "
@@ -138,7 +151,7 @@ class CreateAgent(BaseModel):
             raise ValueError("must not contain spaces")
         return value if value is None else _storable(value)
 
-    @field_validator("tools")
+    @field_validator("tools", "approve_tools")
     @classmethod
     def _tools_storable(cls, value: list[str] | None) -> list[str] | None:
         return value if value is None else [_storable(name) for name in value]
@@ -172,6 +185,7 @@ class CreateAgent(BaseModel):
             model=self.model,
             tools=tuple(self.tools) if self.tools is not None else None,
             webhook_url=self.webhook_url,
+            approve_tools=tuple(self.approve_tools) if self.approve_tools is not None else None,
             mode=self.mode,
             output_schema=self.output_schema,
             thread_id=UUID(self.thread_id) if self.thread_id is not None else None,
@@ -185,7 +199,44 @@ def _uuid(value: str) -> UUID:
         raise ValueError(f"must be a UUID such as 3f2c8a4e-…, not {value[:40]!r}") from None
 
 
+class ApprovalBody(BaseModel):
+    """The body of `POST /api/v1/agents/{id}/approval` (CONTRACT §7)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="Approval",
+                              regex_engine="python-re")
+
+    call_id: Annotated[str, Field(min_length=1, max_length=CALL_ID_MAX_CHARS,
+                                  description="The call waited on: the agent's `waiting_for.call_id`.")]
+    approve: Annotated[bool, Field(description="true runs the call; false denies it.")]
+    input: Annotated[
+        str | None,
+        Field(max_length=APPROVAL_INPUT_MAX_CHARS,
+              description="With approve: the input to run the tool on instead of the model's."),
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(max_length=APPROVAL_REASON_MAX_CHARS,
+              description="Why; a denial's observation is `denied: <reason>`."),
+    ] = None
+
+    @field_validator("call_id", "input", "reason")
+    @classmethod
+    def _text_storable(cls, value: str | None) -> str | None:
+        return value if value is None else _storable(value)
+
+
 # --- responses (documentation) ---------------------------------------------------------
+
+
+class WaitingFor(BaseModel):
+    """The tool call a WAITING agent waits on (CONTRACT §7)."""
+
+    model_config = ConfigDict(title="WaitingFor")
+
+    call_id: str
+    tool: str
+    input: str
+    since: datetime
 
 
 class ForkedFrom(BaseModel):
@@ -225,7 +276,11 @@ class Agent(BaseModel):
     completed_at: datetime | None
     updated_at: datetime | None
     duration_ms: int | None
-    stop_reason: StopReason | None = Field(description="null while PENDING or RUNNING.")
+    stop_reason: StopReason | None = Field(description="null while PENDING, RUNNING or WAITING.")
+    approve_tools: list[str] | None = Field(
+        description="The tools whose calls wait for an approval (\"*\": all); null: none "
+                    "beyond JARVIS_APPROVE_TOOLS.")
+    waiting_for: WaitingFor | None = Field(description="The call it waits on while WAITING, else null.")
     mode: Literal["auto", "native", "react"] = Field(
         description="The mode asked for until the agent starts, then the one in use.")
     usage: Usage = Field(description="Summed over the agent's model calls so far.")
@@ -423,6 +478,17 @@ class StepEvent(BaseModel):
                                                      "model call's tokens.")
 
 
+class WaitingEvent(BaseModel):
+    """The data of a `waiting` event: the agent waits for an approval of this call."""
+
+    model_config = ConfigDict(title="WaitingEvent")
+
+    agent_id: UUID
+    call_id: str
+    tool: str
+    input: str
+
+
 class EndEvent(BaseModel):
     """The data of `cancelled` and of the last event, `done`."""
 
@@ -447,5 +513,5 @@ class StatusEvent(BaseModel):
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Agent, AgentList, Step, StepList, Tool, ToolList, Error, Health, Readiness,
-    StepEvent, EndEvent, StatusEvent,
+    StepEvent, EndEvent, StatusEvent, WaitingEvent,
 )

@@ -49,6 +49,7 @@ from jarvis_agents.events import (
     StepEvent,
     Subscription,
     TokenEvent,
+    Waiting,
     follow,
 )
 
@@ -255,6 +256,9 @@ class AgentStream:
                     writer.sent_in_part = None  # its rest went out with flush() above
                     continue
                 yield token_frame(told.message).frame
+                last_write = time.monotonic()
+            elif isinstance(told, Waiting):
+                yield sse("waiting", told.data)
                 last_write = time.monotonic()
             elif isinstance(told, Ended):
                 yield ended_frames(told)

@@ -183,10 +183,13 @@ class StreamTiming:
     events: list[str]
 
 
-def stream_one(base_url: str, api_key: str, goal: str) -> StreamTiming:
-    """POST /api/v1/agents/stream and read it to the end, timing the first `think`."""
+def stream_one(
+    base_url: str, api_key: str, goal: str, extra: dict[str, Any] | None = None
+) -> StreamTiming:
+    """POST /api/v1/agents/stream and read it to the end, timing the first `think`;
+    `extra` fields go into the body."""
     conn = _connection(base_url)
-    body = json.dumps({"goal": goal}).encode()
+    body = json.dumps({"goal": goal, **(extra or {})}).encode()
     headers = {
         "Authorization": f"Bearer {api_key}",
         "Content-Type": "application/json",

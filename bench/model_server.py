@@ -17,7 +17,8 @@ chunked encoding, one token-like piece per line, then the `done` line) or not
 it does not have; `GET /api/tags` (the worker's readiness probe), `/api/version`, `/`
 and `POST /api/show`. The script is FakeOllama's bench script: `--tool-calls` turns
 asking for `calculate`, then a FINAL_ANSWER, the turn being the number of assistant
-messages in the conversation (stateless, so any number of agents share it).
+messages after the agent's goal, the last user message with a `[bench TAG]` (stateless,
+so any number of agents share it; a follow-up's earlier turns come before its goal).
 
 For every chat request whose goal carries a `[bench TAG]` it records when the request
 arrived (when the loop's wait that found its first bytes in the socket ended, before
@@ -230,9 +231,13 @@ class Connection(asyncio.Protocol):
             self._send(_json(404, error), close=close)
             return
         messages = request.get("messages") or []
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        goal = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
-        match = TAG.search(goal)
+        # The agent's goal is the last user message with a tag: a follow-up's earlier turns
+        # (goals and answers of its thread) come before it; its turn counts the replies after.
+        at = next((i for i in range(len(messages) - 1, -1, -1)
+                   if messages[i].get("role") == "user"
+                   and TAG.search(str(messages[i].get("content", "")))), 0)
+        turn = sum(1 for m in messages[at:] if m.get("role") == "assistant")
+        match = TAG.search(str(messages[at].get("content", ""))) if messages else None
         stop = tuple((request.get("options") or {}).get("stop") or ())
         reply = self.model.reply(model, turn, stop, request.get("stream", True) is not False,
                                  native=bool(request.get("tools")))

@@ -43,26 +43,24 @@ its publishes.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench import driver
 from bench.clients import stream_one
-from bench.driver import AgentRow, StatusListener, StepListener, StepRow, User
+from bench.driver import StatusListener, StepListener, User
 from bench.model_server import NATIVE_MODEL
 from bench.processes import Process, machine_busy_s
 from bench.stack import ModelServer, Stack
 from bench.stats import latency_summary, percentile
+from bench.step_floor import step_floor
+from bench.step_overheads import parts, step_overheads
+from bench.thread_turns import THREAD_TURNS, build_thread
 from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY
-
-TAG = re.compile(r"\[bench ([^\]]+)\]")
 
 
 def default_workers() -> tuple[int, ...]:
@@ -105,7 +103,7 @@ def run(
     results: dict[str, Any] = {
         "create": [], "create_floor": [], "create_floor_threaded": [],
         "create_paced": [], "create_floor_paced": [], "create_floor_threaded_paced": [],
-        "first_event": [], "step_floor": [], "throughput": [], "throughput_native": [],
+        "first_event": [], "first_event_thread": [], "step_floor": [], "throughput": [], "throughput_native": [],
     }
     floor, floor_url = stack.start_create_floor()
     threaded, threaded_url = stack.start_create_floor(threaded=True)
@@ -147,10 +145,17 @@ def run(
                 result.update(_prefixed("persist", latency_summary(persisted)))
             results["first_event"].append(fe)
             results["step_floor"].append(floor)
+            # The same, each agent a follow-up in a thread of THREAD_TURNS earlier turns.
+            thread_id = build_thread(stack, users[1], THREAD_TURNS, r)
+            th = _first_events(stack, model, users[1], listener, sizes, r, tag="th",
+                               extra={"thread_id": thread_id})
+            th.pop("_built")
+            results["first_event_thread"].append(th)
             fe = results["first_event"][-1]
             log(
                 f"  scenario 1, run {r + 1}: per-step overhead p50 {fe['overhead_p50_ms']:.2f} ms "
-                f"(one at a time); first event p50 {fe['p50_ms']:.1f} ms"
+                f"(one at a time); first event p50 {fe['p50_ms']:.1f} ms; in a thread of "
+                f"{THREAD_TURNS} turns {th['overhead_p50_ms']:.2f} ms"
             )
             for n in sizes.workers:
                 _scale(stack, model, workers, n)
@@ -228,10 +233,14 @@ def _first_events(
     listener: StatusListener,
     sizes: OverheadSizes,
     r: int,
+    *,
+    tag: str = "f",
+    extra: dict[str, Any] | None = None,
 ) -> dict:
+    """`first_event_samples` agents one after another, streamed (`extra` in each body)."""
     model.calls(clear=True)
     timings = [
-        stream_one(stack.api_url, user.api_key, driver.goal(f"f{r}-{i}"))
+        stream_one(stack.api_url, user.api_key, driver.goal(f"{tag}{r}-{i}"), extra)
         for i in range(sizes.first_event_samples)
     ]
     ids = [uuid.UUID(t.agent_id) for t in timings]
@@ -246,116 +255,9 @@ def _first_events(
         "done_p50_ms": latency_summary([t.done_s for t in timings])["p50_ms"],
         "completed": sum(1 for row in rows if row.status == "COMPLETED"),
         **_prefixed("overhead", latency_summary(overhead["samples"])),
-        **_parts(overhead),
+        **parts(overhead),
         "_built": overhead["built"],  # for persist + publish, once the events are in
     }
-
-
-# The rows of one inline-tool iteration, as the bench model's agents write them.
-_FLOOR_ROWS = (
-    ("THINK", None, "I need to multiply the numbers first."),
-    ("ACT", "calculate", "1234 * 902"),
-    ("OBSERVE", "calculate", "1113068"),
-)
-
-
-def step_floor(stack: Stack, model: ModelServer, agents: int, tool_calls: int, r: int) -> dict:
-    """The per-step overhead of a loop that does only what the target names.
-
-    One agent at a time, from the harness: ask the model server for a reply (a kept-
-    alive `http.client` connection, unstreamed), then persist the iteration's three rows
-    in one durable INSERT (autocommit, the same table and indexes), publish their three
-    events in one Redis PUBLISH round trip, and ask for the next reply. No guard, no
-    parsing beyond the JSON, no prompt, no tool, no threads. Clocked as ours is: the
-    model server's arrival of request k − the end of its reply k−1 (iterations 1 to
-    `tool_calls`). Its waits are ours (the model server, PostgreSQL's commit, Redis),
-    so it pays what this machine charges for them, wake-ups of idle cores included.
-    Also `_built`, as `_first_events` gives it, for its persist + publish.
-    """
-    import http.client
-    from urllib.parse import urlsplit
-
-    from sqlalchemy import text
-
-    from jarvis_agents.events import AGENT_CHANNEL, step_event
-    from jarvis_agents.lifecycle import Step, StepType, utcnow
-
-    with stack.engine.connect() as conn:  # any agent row will do for the foreign key
-        agent_id = conn.execute(
-            text("SELECT id FROM agents ORDER BY created_at LIMIT 1 OFFSET :r"), {"r": r}
-        ).scalar_one()
-    insert = (
-        "INSERT INTO agent_steps (agent_id, seq, step, type, tool, content, created_at, "
-        "duration_ms, attempt) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, 1)"] * 3)
-    )
-    channel = AGENT_CHANNEL.format(agent_id)
-    url = urlsplit(model.url)
-    chat = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    raw = stack.engine.raw_connection()
-    tags = [f"floor{r}-{i}" for i in range(agents)]
-    written: list[tuple[str, int, float]] = []  # (agent, its last seq, its rows built)
-    model.calls(clear=True)
-    try:
-        # On psycopg2's connection: set on SQLAlchemy's proxy around it, the attribute
-        # did nothing, and the floor's INSERTs ran in one transaction that never
-        # committed (a floor without the commit's WAL flush, until this was found).
-        raw.dbapi_connection.autocommit = True
-        with raw.cursor() as cursor:
-            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
-            seq = 0
-            for tag in tags:
-                messages = [{"role": "user", "content": driver.goal(tag)}]
-                for k in range(tool_calls + 1):
-                    body = json.dumps({"model": "llama3.2", "messages": messages, "stream": False})
-                    chat.request("POST", "/api/chat", body=body,
-                                 headers={"Content-Type": "application/json"})
-                    reply = json.loads(chat.getresponse().read())["message"]["content"]
-                    if k == tool_calls:
-                        break
-                    now = utcnow()
-                    steps = [  # one agent row holds them all: iterations numbered throughout
-                        Step(seq + i + 1, seq // 3, StepType(kind), content, tool=tool,
-                             created_at=now, duration_ms=0)
-                        for i, (kind, tool, content) in enumerate(_FLOOR_ROWS)
-                    ]
-                    seq += len(steps)
-                    written.append((str(agent_id), seq, now.timestamp()))
-                    cursor.execute(insert, [
-                        value for s in steps
-                        for value in (str(agent_id), s.seq, s.step, s.type.value, s.tool,
-                                      s.content, s.created_at, s.duration_ms)
-                    ])
-                    pipeline = stack.redis.pipeline(transaction=False)
-                    for s in steps:
-                        pipeline.publish(channel, json.dumps(step_event(agent_id, s)))
-                    pipeline.execute()
-                    messages += [{"role": "assistant", "content": reply},
-                                 {"role": "user", "content": "OBSERVATION: 1113068"}]
-            _check_committed(stack, agent_id, seq)
-            cursor.execute("DELETE FROM agent_steps WHERE agent_id = %s", (str(agent_id),))
-    finally:
-        raw.close()
-        chat.close()
-    turns = _turns(model.calls(clear=True))
-    samples = [
-        turns[tag][k][0] - turns[tag][k - 1][1]
-        for tag in tags
-        for k in range(1, tool_calls + 1)
-        if k in turns[tag] and k - 1 in turns[tag]
-    ]
-    return {**latency_summary(samples), "_built": written}
-
-
-def _check_committed(stack: Stack, agent_id: Any, rows: int) -> None:
-    """Fail unless another connection sees the floor's `rows` rows: its INSERTs committed."""
-    from sqlalchemy import text
-
-    with stack.engine.connect() as conn:
-        seen = conn.execute(
-            text("SELECT count(*) FROM agent_steps WHERE agent_id = :id"), {"id": agent_id}
-        ).scalar_one()
-    if seen != rows:
-        raise RuntimeError(f"the step floor's INSERTs did not commit: {seen} of {rows} rows seen")
 
 
 def _throughput(
@@ -397,87 +299,9 @@ def _throughput(
         "react_steps_per_s": iterations / makespan,
         "step_rows_per_s": len(steps) / makespan,
         **_prefixed("overhead", latency_summary(overhead["samples"])),
-        **_parts(overhead),
+        **parts(overhead),
         **_prefixed("create_loaded", latency_summary([reply.latency_s for reply in replies])),
         **{f"cpu_ms_per_agent_{name}": value for name, value in cpu.items()},
-    }
-
-
-def _turns(calls: list[tuple]) -> dict[str, dict[int, tuple[float, float]]]:
-    """The model server's clocks, by agent tag and turn: (arrived, reply finished)."""
-    turns: dict[str, dict[int, tuple[float, float]]] = defaultdict(dict)
-    for tag, turn, arrived, finished in calls:
-        turns[tag][turn] = (arrived, finished)
-    return turns
-
-
-def step_overheads(
-    rows: list[AgentRow],
-    steps: list[StepRow],
-    calls: list[tuple],
-    listener: StatusListener,
-    tool_calls: int,
-) -> dict[str, Any]:
-    """Per-iteration time outside the model and the tool (see the module docstring).
-
-    Also `built`: (agent_id, seq, wall clock) of each inline iteration's last row (its
-    OBSERVE) when it was built, for what the target itself names, persist + publish +
-    cancellation check: from then until that row's event is seen by a subscriber.
-
-    Also split into parts with the rows' `created_at` (taken by the worker as it builds
-    them): `reply` = end of the model's reply → the iteration's rows built (the model
-    client's tail: reading, parsing); `act` = rows built → tool result, minus the tool's
-    own time (an inline tool's bookkeeping); `next` = tool result → next model request
-    arrives (the one write of THINK+ACT+OBSERVE, publish, the cancellation check,
-    prompt, request) or, for the final iteration, rows built → COMPLETED published.
-    """
-    turns = _turns(calls)
-    written: dict[tuple[uuid.UUID, int, str], StepRow] = {
-        (s.agent_id, s.step, s.type): s for s in steps
-    }
-    parts: dict[str, list[float]] = {
-        "samples": [],
-        "start": [],
-        "reply": [],
-        "act": [],
-        "next": [],
-        "final": [],
-        "built": [],
-    }
-    for row in rows:
-        match = TAG.search(row.goal)
-        calls_of = turns.get(match.group(1)) if match else None
-        if row.status != "COMPLETED" or not calls_of or len(calls_of) != tool_calls + 1:
-            continue
-        for k in range(1, tool_calls + 1):
-            observe = written.get((row.id, k - 1, "OBSERVE"))
-            think = written.get((row.id, k - 1, "THINK"))
-            tool_s = (observe.duration_ms or 0) / 1000 if observe else 0.0
-            parts["samples"].append(calls_of[k][0] - calls_of[k - 1][1] - tool_s)
-            if observe and think:
-                built, result = think.created_at.timestamp(), observe.created_at.timestamp()
-                parts["reply"].append(built - calls_of[k - 1][1])
-                parts["act"].append(result - built - tool_s)
-                parts["next"].append(calls_of[k][0] - result)
-                parts["built"].append((str(row.id), observe.seq, result))
-        completed_seen = listener.get(row.id, "COMPLETED")
-        final = written.get((row.id, tool_calls, "THINK"))
-        if completed_seen is not None:
-            parts["samples"].append(completed_seen - calls_of[tool_calls][1])
-            if final is not None:
-                parts["reply"].append(final.created_at.timestamp() - calls_of[tool_calls][1])
-                parts["final"].append(completed_seen - final.created_at.timestamp())
-        running_seen = listener.get(row.id, "RUNNING")
-        if running_seen is not None:
-            parts["start"].append(calls_of[0][0] - running_seen)
-    return parts
-
-
-def _parts(overhead: dict[str, list[float]]) -> dict[str, float]:
-    """p50 of each part of the per-step overhead, in ms."""
-    return {
-        f"part_{name}_p50_ms": percentile(overhead[name], 50) * 1000
-        for name in ("reply", "act", "next", "final", "start")
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from bench import scale, tokens, webhooks
 from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
+from bench.thread_turns import THREAD_TURNS
 
 NOTES_BEGIN = "<!-- notes:begin -->"
 NOTES_END = "<!-- notes:end -->"
@@ -209,6 +210,18 @@ def _persist_rows(o: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _thread_rows(o: dict[str, Any]) -> list[str]:
+    """A follow-up in a thread of THREAD_TURNS earlier turns, one at a time (issue 22)."""
+    th = o.get("first_event_thread")
+    if not th:
+        return []
+    return [(
+        f"| per-step overhead p50 / p99, one follow-up at a time in a thread of "
+        f"{THREAD_TURNS} earlier turns | {cell(th, 'overhead_p50_ms', 2)} / "
+        f"{cell(th, 'overhead_p99_ms', 2)} ms |"
+    )]
+
+
 def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     cr, fe = o["create"], o["first_event"]
     sizes, threads = o["sizes"], o["worker_concurrency"]
@@ -258,7 +271,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             "served as ours is (gunicorn, one gevent worker, the same PostgreSQL and Redis), "
             "and the same view on gunicorn's threaded worker (gthread, 16 threads, psycopg2 "
             "blocking in C), to tell what gevent costs a create. "
-            "*Per-step floor*: `step_floor` in `bench/overhead.py`, a ReACT loop cut to what "
+            "*Per-step floor*: `step_floor` in `bench/step_floor.py`, a ReACT loop cut to what "
             "the target names, one agent at a time from the harness: the same model server "
             "asked over a kept-alive connection, each reply followed by the iteration's three "
             "rows in one durable INSERT into `agent_steps` and their three events in one "
@@ -293,6 +306,7 @@ def _overhead(o: dict[str, Any], meta: dict[str, Any]) -> list[str]:
             f"write + COMPLETED published | "
             f"{_parts(fe)} ms |"
         ),
+        *_thread_rows(o),
         *_step_floor_rows(o),
         *_persist_rows(o),
         (

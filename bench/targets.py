@@ -7,6 +7,7 @@ from typing import Any
 
 from bench import scale, webhooks
 from bench.figures import best_workers, by_workers, med, num, processes
+from bench.thread_turns import THREAD_BOUND, THREAD_TURNS
 
 
 def verdict(ok: bool | None) -> str:
@@ -174,6 +175,17 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     elif p.get("unavailable"):
         rows.append(("the peer comparisons", f"not measured: {p['unavailable']}", "n/a"))
+    if (o := results.get("overhead")) and o.get("first_event_thread"):
+        lone = med(o["first_event"], "overhead_p50_ms")
+        threaded = med(o["first_event_thread"], "overhead_p50_ms")
+        ratio = threaded / lone if lone else math.nan
+        label = (f"per-step overhead of a follow-up in a thread of {THREAD_TURNS} turns within "
+                 f"{THREAD_BOUND:g}× a lone agent's, one at a time (issue 22)")
+        rows.append((
+            label,
+            f"{num(threaded, 2)} vs {num(lone, 2)} ms p50 (× {num(ratio, 2)})",
+            verdict(_le(ratio, THREAD_BOUND)),
+        ))
     if (w := results.get("webhooks")) and w.get("runs"):
         label, measured, ok = webhooks.target(w)
         rows.append((label, measured, verdict(ok)))

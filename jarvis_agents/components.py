@@ -104,6 +104,7 @@ class WorkerComponents:
 
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     from jarvis_agents import tracing
+    from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.router import ModelRouter, split_model
     from jarvis_agents.metrics import PrometheusTimings
@@ -135,6 +136,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         tools=tracing.traced_tools(tools),
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
+        approvals=ApprovalGate(settings.approve_tools),
         timings=PrometheusTimings(),
     ))
     runner = AgentRunner(

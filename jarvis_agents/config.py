@@ -75,6 +75,8 @@ class Settings:
     # (jarvis_agents/tracing.py). The exporter reads its other OTEL_* variables itself.
     otel_traces_url: str | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
+    approve_tools: tuple[str, ...] = ()  # JARVIS_APPROVE_TOOLS: names, or "*" for all
+    approval_timeout_s: float = 86400.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -156,6 +158,11 @@ class Settings:
             log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
             otel_traces_url=_otel_traces_url(env),
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
+            approve_tools=tuple(
+                name.strip() for name in (env.get("JARVIS_APPROVE_TOOLS") or "").split(",")
+                if name.strip()
+            ),
+            approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

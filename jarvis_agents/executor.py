@@ -28,6 +28,7 @@ from typing import Protocol
 
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
+from jarvis_agents.approvals import ApprovalGate, wait
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
@@ -139,6 +140,7 @@ class Executor:
         events: EventBus,
         limits: Limits,
         timings: Timings | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -146,6 +148,7 @@ class Executor:
         self.events = events
         self.limits = limits
         self.timings = timings or _NoTimings()
+        self.approvals = approvals or ApprovalGate()
 
     def run(
         self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False,
@@ -167,7 +170,9 @@ class Executor:
         fresh = agent.attempt <= 1 and not agent.step_count
         state = _State.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
-        deadline_at = started + timedelta(seconds=self.limits.total_timeout_s)
+        # Time spent WAITING for a person is not the agent's (CONTRACT §7).
+        deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
+                                          milliseconds=agent.waited_ms)
         try:
             try:
                 agent = self._settle(agent, deadline_at, should_stop)
@@ -183,6 +188,8 @@ class Executor:
                 return self._fail(agent, state, StopReason.MODEL_ERROR, str(exc))
             strategy = strategy_for(agent.mode)
             if state.pending_acts:
+                if (waits := self.approvals.first_waiting(agent, state.pending_acts)) is not None:
+                    return self._wait(agent, state, [], waits)
                 self._observe(agent, tools, strategy, state, state.pending_acts, should_stop)
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
@@ -266,9 +273,11 @@ class Executor:
         if rows[-1].type is StepType.FINAL:
             return self._answer(agent, state, rows)
         acts = [row for row in rows if row.type is StepType.ACT]
+        if (waits := self.approvals.first_waiting(agent, acts)) is not None:
+            return self._wait(agent, state, rows, waits)  # a person answers first (approvals.py)
         if all(tools.runs_inline(act.tool or "") for act in acts):
             # One commit and one publish instead of two: the calls are safe to repeat.
-            observations = self._calls(tools, strategy, acts, seq=rows[-1].seq + 1,
+            observations = self._calls(agent, tools, strategy, acts, seq=rows[-1].seq + 1,
                                        should_stop=should_stop)
             self._write(agent, state, [*rows, *observations], step_count=state.next_step + 1)
             state.next_step += 1
@@ -299,17 +308,22 @@ class Executor:
 
     def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
                  acts: list[Step], should_stop: Callable[[], bool]) -> None:
-        observations = self._calls(tools, strategy, acts, seq=state.next_seq, should_stop=should_stop)
+        observations = self._calls(agent, tools, strategy, acts, seq=state.next_seq,
+                                   should_stop=should_stop)
         self._write(agent, state, observations, step_count=acts[0].step + 1)
         state.next_step = acts[0].step + 1
         state.pending_acts = []
 
-    def _calls(self, tools: ToolRegistry, strategy: Strategy, acts: list[Step], *, seq: int,
-               should_stop: Callable[[], bool]) -> list[Step]:
-        """Run the ACTs' calls, those that block at once; their OBSERVE rows, numbered
-        from `seq` in the ACTs' order. Raises Cancelled if the agent is stopped while a
-        blocking tool runs (the tool is abandoned)."""
+    def _calls(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, acts: list[Step], *,
+               seq: int, should_stop: Callable[[], bool]) -> list[Step]:
+        """Run the ACTs' calls (as a person answered, if one was asked), those that block at
+        once; their OBSERVE rows, numbered from `seq` in the ACTs' order. Raises Cancelled
+        if the agent is stopped while a blocking tool runs (the tool is abandoned)."""
         def call(act: Step) -> Step:
+            if (answer := self.approvals.answer_for(agent, act)) is not None:
+                if not answer.approve:
+                    return answer.denied(act)
+                act = replace(act, content=answer.tool_input)
             result = strategy.observe(tools, act, should_stop=should_stop)
             self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
             return Step(0, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
@@ -356,6 +370,14 @@ class Executor:
             step_count=min(state.next_step + (1 if rows else 0), agent.max_steps),
         )
         return self._end(agent, state, done, [*rows, row])
+
+    def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
+        """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
+        if (waiting := wait(self.store, agent, rows, act)) is not None:
+            for row in rows:
+                self.timings.step(row.type.value)
+            self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
+        return waiting
 
     def _end(self, agent: Agent, state: _State, done: Agent, rows: list[Step]) -> Agent | None:
         usage = state.usage

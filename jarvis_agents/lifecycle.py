@@ -16,6 +16,8 @@ from jarvis_agents.trace_context import new_traceparent, trace_id_of
 class AgentStatus(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    # Paused on a tool call a person must approve (CONTRACT §7); no worker holds it.
+    WAITING = "WAITING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
@@ -32,7 +34,11 @@ ACTIVE = frozenset({AgentStatus.PENDING, AgentStatus.RUNNING})
 TRANSITIONS: dict[AgentStatus, frozenset[AgentStatus]] = {
     AgentStatus.PENDING: frozenset({AgentStatus.RUNNING, AgentStatus.CANCELLED}),
     AgentStatus.RUNNING: frozenset(
-        {AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED}
+        {AgentStatus.WAITING, AgentStatus.COMPLETED, AgentStatus.FAILED, AgentStatus.CANCELLED}
+    ),
+    # Answered: PENDING again, for a new attempt; or it waited too long, or was cancelled.
+    AgentStatus.WAITING: frozenset(
+        {AgentStatus.PENDING, AgentStatus.FAILED, AgentStatus.CANCELLED}
     ),
     AgentStatus.COMPLETED: frozenset(),
     AgentStatus.FAILED: frozenset(),
@@ -54,6 +60,7 @@ class StopReason(str, Enum):
     MODEL_ERROR = "model_error"
     WORKER_LOST = "worker_lost"
     CANCELLED = "cancelled"
+    APPROVAL_TIMEOUT = "approval_timeout"
     INVALID_OUTPUT = "invalid_output"
 
 
@@ -154,6 +161,14 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    # Approvals (CONTRACT §7): the tools whose calls wait for a person ("*": all), the
+    # call waited on while WAITING ({"call_id", "tool", "input"}), the answers given, by
+    # call id ({"approve", "input", "reason"}), and the time spent waiting so far, which
+    # the total timeout leaves out.
+    approve_tools: tuple[str, ...] | None = None
+    waiting_for: dict[str, Any] | None = None
+    approval: dict[str, Any] | None = None
+    waited_ms: int = 0
     # The mode asked for until the agent starts, then the one in use (CONTRACT §6).
     mode: AgentMode = AgentMode.AUTO
     usage: Usage = field(default_factory=Usage)
@@ -182,6 +197,7 @@ class Agent:
         webhook_url: str | None = None,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        approve_tools: tuple[str, ...] | None = None,
         mode: AgentMode = AgentMode.AUTO,
         output_schema: dict[str, Any] | None = None,
         traceparent: str | None = None,
@@ -202,6 +218,7 @@ class Agent:
             updated_at=now,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            approve_tools=approve_tools,
             mode=mode,
             output_schema=output_schema,
             traceparent=traceparent or new_traceparent(),
@@ -251,6 +268,29 @@ class Agent:
     ) -> Agent:
         return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason)
 
+    def with_waiting(
+        self, *, call_id: str, tool: str, tool_input: str, now: datetime | None = None
+    ) -> Agent:
+        return self._moved(
+            AgentStatus.WAITING, now=now, heartbeat_at=None,
+            waiting_for={"call_id": call_id, "tool": tool, "input": tool_input},
+        )
+
+    def with_answered(
+        self, *, approve: bool, tool_input: str | None, reason: str | None,
+        now: datetime | None = None,
+    ) -> Agent:
+        """WAITING → PENDING with the answer to the call it waited on."""
+        now = now or utcnow()
+        if self.waiting_for is None:
+            raise InvalidTransition(self.status.value, AgentStatus.PENDING.value)
+        waited = int((now - (self.updated_at or now)).total_seconds() * 1000)
+        return self._moved(
+            AgentStatus.PENDING, now=now, waiting_for=None, waited_ms=self.waited_ms + max(0, waited),
+            approval={**(self.approval or {}), self.waiting_for["call_id"]: {
+                "approve": approve, "input": tool_input, "reason": reason}},
+        )
+
     def with_cancelled(self, *, now: datetime | None = None) -> Agent:
         return self._moved(AgentStatus.CANCELLED, now=now, stop_reason=StopReason.CANCELLED)
 
@@ -271,6 +311,8 @@ class Agent:
             "updated_at": isoformat(self.updated_at),
             "duration_ms": self.duration_ms,
             "stop_reason": self.stop_reason.value if self.stop_reason else None,
+            "approve_tools": list(self.approve_tools) if self.approve_tools is not None else None,
+            "waiting_for": self._waiting_json(),
             "trace_id": self.trace_id,
         }
         # Always present, so every agent has one shape; null outside their state.
@@ -291,6 +333,13 @@ class Agent:
             if self.context else None
         )
         return body
+
+
+    def _waiting_json(self) -> dict[str, object] | None:
+        if self.status is not AgentStatus.WAITING or self.waiting_for is None:
+            return None
+        # It waits from its move to WAITING, the last change a WAITING agent's row sees.
+        return {**self.waiting_for, "since": isoformat(self.updated_at)}
 
 
 def storable(text: str) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from jarvis_agents import approvals
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable, first_line
@@ -34,6 +35,7 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
+from jarvis_agents.store.approvals import waiting_since_before
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
 
@@ -303,6 +305,7 @@ class AgentRunner:
                     log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
                 self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}")
                 count += 1
+        self._expire_approvals(now)
         # A message prefetched by a worker that was then killed is gone with it (agent
         # runs have no unacked bookkeeping in Redis: `ack_emulation` in workers.celery_app), and one whose
         # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
@@ -319,6 +322,18 @@ class AgentRunner:
             log.info("agent %s was not on the queue or waited long; re-enqueued", agent_id)
             count += 1
         return count
+
+    def _expire_approvals(self, now: datetime) -> int:
+        """FAIL (`approval_timeout`) the agents that waited for a person too long."""
+        timeout_s = self.settings.approval_timeout_s
+        expired = 0
+        for agent in waiting_since_before(self.repository, now - timedelta(seconds=timeout_s)):
+            failed = approvals.expire(self.repository, agent, timeout_s=timeout_s)
+            if failed is not None:  # the transition owed its webhook
+                log.info("agent %s waited too long for an approval; FAILED", agent.id)
+                self.events.publish_status(failed)
+                expired += 1
+        return expired
 
     def _listen(self, redis_client: Any) -> None:
         """Set the stop flag of an agent running here as soon as its cancel is published.

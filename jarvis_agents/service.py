@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy.exc import IntegrityError
 
+from jarvis_agents import approvals
+from jarvis_agents.approvals import ALL_TOOLS
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
@@ -61,6 +63,7 @@ class CreateRequest:
     model: str | None = None
     tools: tuple[str, ...] | None = None
     webhook_url: str | None = None
+    approve_tools: tuple[str, ...] | None = None
     mode: str | None = None
     output_schema: dict[str, Any] | None = None
     thread_id: uuid.UUID | None = None
@@ -69,6 +72,9 @@ class CreateRequest:
         """A stable hash of the body, to tell a repeat from a different request."""
         body = asdict(self)
         body["tools"] = list(self.tools) if self.tools is not None else None
+        body["approve_tools"] = list(self.approve_tools) if self.approve_tools is not None else None
+        if body["approve_tools"] is None:
+            del body["approve_tools"]  # a body without it hashes as it did before approvals
         # Said only when given, so that a body without one hashes as it always has.
         thread_id = body.pop("thread_id")
         if thread_id is not None:
@@ -114,17 +120,11 @@ class AgentService:
 
         `traceparent` is the trace the agent joins (the create request's); None starts one.
         """
-        tools = None
-        if request.tools is not None:
-            known = [(name, self.tool_names.canonical(name)) for name in request.tools]
-            unknown = [name for name, canonical in known if canonical is None]
-            if unknown:
-                raise RequestError(
-                    f"unknown tool(s): {', '.join(unknown)}; available tools: "
-                    f"{', '.join(sorted(self.tool_names.names()))}",
-                    code="unknown_tool",
-                )
-            tools = tuple(dict.fromkeys(canonical for _, canonical in known if canonical))
+        tools = self._known_tools(request.tools)
+        approve_tools = None
+        if request.approve_tools is not None:
+            everything = ALL_TOOLS in (name.strip() for name in request.approve_tools)
+            approve_tools = (ALL_TOOLS,) if everything else self._known_tools(request.approve_tools)
         if request.webhook_url is not None and callable(self.webhook_check):
             self.webhook_check(request.webhook_url)
         agent = Agent.new(
@@ -138,6 +138,7 @@ class AgentService:
             output_schema=request.output_schema,
             idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
+            approve_tools=approve_tools,
             traceparent=traceparent,
         )
         agent = replace(agent, task_id=str(agent.id))
@@ -158,6 +159,32 @@ class AgentService:
         if created:
             self._announce_and_enqueue(agent)
         return agent, created
+
+    def _known_tools(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
+        """The names as the tools are listed; a RequestError naming any unknown one."""
+        if names is None:
+            return None
+        known = [(name, self.tool_names.canonical(name)) for name in names]
+        unknown = [name for name, canonical in known if canonical is None]
+        if unknown:
+            raise RequestError(
+                f"unknown tool(s): {', '.join(unknown)}; available tools: "
+                f"{', '.join(sorted(self.tool_names.names()))}",
+                code="unknown_tool",
+            )
+        return tuple(dict.fromkeys(canonical for _, canonical in known if canonical))
+
+    def approve(
+        self, user_id: uuid.UUID, agent_id: uuid.UUID, *, call_id: str, approve: bool,
+        tool_input: str | None = None, reason: str | None = None,
+    ) -> Agent:
+        """Answer a WAITING agent's call (approvals.answer), then queue it to go on."""
+        agent = approvals.answer(
+            self.repository, self.get(user_id, agent_id), call_id=call_id, approve=approve,
+            tool_input=tool_input, reason=reason,
+        )
+        self._announce_and_enqueue(agent)
+        return agent
 
     def _in_thread(self, agent: Agent, thread_id: uuid.UUID) -> Agent:
         """The agent as the next of its thread: its parent and what the thread's earlier
@@ -212,6 +239,7 @@ class AgentService:
         agent = Agent.new(
             user_id=user_id, goal=request.goal or original.goal,
             model=request.model or original.model, max_steps=max_steps, tools=original.tools,
+            approve_tools=original.approve_tools,
             output_schema=original.output_schema,
         )
         agent = replace(
@@ -257,7 +285,7 @@ class AgentService:
         return self.repository.steps_after(agent_id, after)
 
     def cancel(self, user_id: uuid.UUID, agent_id: uuid.UUID) -> Agent:
-        """Cancel a PENDING or RUNNING agent: the compare-and-set first (it owes the webhook,
+        """Cancel a PENDING, RUNNING or WAITING agent: the compare-and-set first (it owes the webhook,
         if any, in the same transaction), then the revoke."""
         while True:
             agent = self.get(user_id, agent_id)

@@ -4,11 +4,14 @@
 // the selected agent's steps, and its replies as they are written, arrive on its own stream
 // (sse.js). Both are merged by `updated_at`: an answer read before an event never undoes it.
 
+import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, loadTools } from "./form.js";
 import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
 import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
-import { addStep, errorStepShows, renderAgentList, showToken, stepItem } from "./views.js";
+import {
+  addStep, renderAgentList, renderFailure, setConnection, setWaiting, showToken, stepItem,
+} from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
 const STEP_EVENTS = new Set(["think", "act", "observe", "final", "error"]);
@@ -112,12 +115,6 @@ function startUserStream() {
   }).start();
 }
 
-function setConnection(value) {
-  const badge = $("connection");
-  badge.dataset.state = value;
-  badge.textContent = value === "connected" ? "live" : "reconnecting…";
-}
-
 /** Whether status `a` (an agent or a status event) is later than `b`'s. */
 function isLater(a, b) {
   if (TERMINAL.has(a.status) !== TERMINAL.has(b.status)) return TERMINAL.has(a.status);
@@ -156,6 +153,7 @@ function applyStatus(data) {
     updated_at: data.updated_at,
   });
   renderAgents();
+  if (data.status === "WAITING") fetchAgent(agent.id); // for its `waiting_for`
   if (state.selected === agent.id) {
     renderAgentHead();
     if (TERMINAL.has(agent.status)) refreshSelected();
@@ -176,6 +174,11 @@ async function fetchAgent(id, events = []) {
     renderAgents();
     if (state.selected === id) renderAgentHead();
   }
+}
+
+function showAgent() {
+  renderAgents();
+  renderAgentHead();
 }
 
 function renderAgents() {
@@ -275,6 +278,12 @@ function onAgentEvent(id, name, data) {
     renderAgentHead();
     return false;
   }
+  if (name === "waiting") {
+    const agent = state.agents.get(id);
+    if (agent && !TERMINAL.has(agent.status)) Object.assign(agent, { status: "WAITING", waiting_for: waitingFor(data) });
+    showAgent();
+    return false;
+  }
   if (name === "cancelled") {
     if (!$("steps").querySelector('.step[data-type="CANCELLED"]')) {
       $("steps").append(stepItem("CANCELLED", null, [text("The agent was cancelled.")]));
@@ -287,8 +296,7 @@ function onAgentEvent(id, name, data) {
       agent.status = data.status;
       agent.stop_reason = data.stop_reason;
     }
-    renderAgents();
-    renderAgentHead();
+    showAgent();
     refreshSelected();
     return true; // the stream is over: do not reconnect
   }
@@ -330,20 +338,11 @@ function renderAgentHead() {
   final.hidden = !(agent && status === "COMPLETED" && agent.final_answer);
   final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
   renderFailure(agent);
+  renderApproval(agent);
   renderThread(agent, { api, onSelect: select });
   if (TERMINAL.has(status)) setWaiting(null);
+  else if (status === "WAITING") setWaiting("Waiting for your approval…");
   else if ($("agent-waiting").hidden) setWaiting(status === "PENDING" ? "Waiting for a worker…" : "Thinking…");
-}
-
-/** A FAILED agent's error, unless an ERROR step already shows it. */
-function renderFailure(agent) {
-  const error = agent && agent.status === "FAILED" ? agent.error : null;
-  showError("agent-failure", error && !errorStepShows(error) ? error : null);
-}
-
-function setWaiting(message) {
-  $("agent-waiting").hidden = !message;
-  if (message) $("agent-waiting-text").textContent = message;
 }
 
 function onStep(data) {
@@ -358,8 +357,7 @@ async function cancelSelected() {
   $("cancel").disabled = true;
   try {
     remember(await api("DELETE", `/api/v1/agents/${id}`));
-    renderAgents();
-    renderAgentHead();
+    showAgent();
   } catch (error) {
     if (error.status === 401) keyRefused();
     else if (error.status === 409) refreshSelected();
@@ -387,6 +385,7 @@ function init() {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
   $("cancel").addEventListener("click", cancelSelected);
+  initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
   initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });
   $("back").addEventListener("click", deselect);
   $("load-more").addEventListener("click", () =>

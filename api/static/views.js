@@ -1,11 +1,14 @@
 // How agents and steps look: DOM only, no state of their own.
 
-import { $, el, formatTime, plural, span, text } from "./page.js";
+import { $, el, formatTime, plural, showError, span, text } from "./page.js";
 
-/** The agent list, newest first, reusing the rows already there. */
+/** The agent list: those WAITING for an approval first, then newest first, reusing the
+ * rows already there. */
 export function renderAgentList(agents, { selected, onSelect }) {
   const list = $("agents");
-  const sorted = [...agents].sort((a, b) => (b.created_at || "").localeCompare(a.created_at || ""));
+  const waits = (agent) => (agent.status === "WAITING" ? 0 : 1);
+  const sorted = [...agents].sort((a, b) => waits(a) - waits(b)
+    || (b.created_at || "").localeCompare(a.created_at || ""));
   const rows = new Map([...list.children].map((row) => [row.dataset.id, row]));
   sorted.forEach((agent, index) => {
     let row = rows.get(agent.id);
@@ -84,6 +87,25 @@ export function stepItem(type, seq, parts) {
 export function errorStepShows(message) {
   return [...$("steps").querySelectorAll('.step[data-type="ERROR"] .step-body')]
     .some((body) => body.textContent.trim() === message.trim());
+}
+
+/** A FAILED agent's error, unless an ERROR step already shows it. */
+export function renderFailure(agent) {
+  const error = agent && agent.status === "FAILED" ? agent.error : null;
+  showError("agent-failure", error && !errorStepShows(error) ? error : null);
+}
+
+/** The line under the steps that says what the agent is doing; hidden without a message. */
+export function setWaiting(message) {
+  $("agent-waiting").hidden = !message;
+  if (message) $("agent-waiting-text").textContent = message;
+}
+
+/** The badge of the user-wide stream: live, or reconnecting. */
+export function setConnection(value) {
+  const badge = $("connection");
+  badge.dataset.state = value;
+  badge.textContent = value === "connected" ? "live" : "reconnecting…";
 }
 
 /** A piece of the reply the model is writing (a `token` event): shown live below the

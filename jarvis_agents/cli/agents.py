@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from jarvis_agents.cli.approvals import approve
 from jarvis_agents.errors import JarvisError
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from jarvis_agents.cli.client import CreateOptions, JarvisClient
 
 
-STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+STATUSES = ("PENDING", "RUNNING", "WAITING", "COMPLETED", "FAILED", "CANCELLED")
 # Exit codes of `run` and `watch`: like a shell, 130 for an interrupted (cancelled) agent.
 EXIT_CODES = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 130}
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")
@@ -44,6 +45,8 @@ def open_client() -> JarvisClient:
 @click.option("--model", default=None, help="Ollama model (default: the server's JARVIS_MODEL).")
 @click.option("--tool", "tools", multiple=True, metavar="NAME",
               help="Allow only this tool (repeat for several; see `jarvis-agents tools`).")
+@click.option("--approve-tool", "approve_tools", multiple=True, metavar="NAME",
+              help="Calls of this tool wait for your approval (repeat for several; * for all).")
 @click.option("--thread", "thread_id", metavar="ID", default=None,
               help="A follow-up in this thread (its first agent's id): the model sees its "
                    "earlier goals and answers.")
@@ -51,11 +54,15 @@ def open_client() -> JarvisClient:
               help="A follow-up in the thread of your latest agent.")
 @tokens_option
 def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
-        tools: tuple[str, ...], thread_id: str | None, continue_: bool, tokens: bool | None) -> None:
+        tools: tuple[str, ...], approve_tools: tuple[str, ...], thread_id: str | None,
+        continue_: bool, tokens: bool | None) -> None:
     """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
 
-    Exits 0 when it completes, 1 when it fails, 130 when it is cancelled.
+    When it waits for an approval, a terminal asks for it; elsewhere, answer with
+    `jarvis-agents approve ID`. Exits 0 when it completes, 1 when it fails, 130 when
+    it is cancelled.
     """
+    from jarvis_agents.cli.approvals import asker
     from jarvis_agents.cli.terminal import make_console, print_json
 
     if thread_id is not None and continue_:
@@ -67,7 +74,7 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
             raise click.UsageError("--continue: you have no agent yet whose thread to continue")
         thread_id = latest[0]["thread_id"]
     options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None,
-                              "thread_id": thread_id}
+                              "approve_tools": list(approve_tools) or None, "thread_id": thread_id}
     console = make_console()
     if detach:
         agent = client.create(goal, **options)
@@ -82,7 +89,8 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
     header = f"agent {agent_id}" + (f" (thread {thread_id})" if thread_id else "")
     try:
         status = follow(client, agent_id, stream, as_json=as_json, started=started,
-                        header=header, rejoin=True, tokens=live)
+                        header=header, rejoin=True, tokens=live,
+                        on_waiting=None if as_json else asker(client, agent_id))
     except KeyboardInterrupt:
         stream.close()
         cancel_quietly(client, agent_id)
@@ -158,11 +166,13 @@ def wants_tokens(flag: bool | None, console: Any, *, as_json: bool) -> bool:
 
 
 def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent], *, as_json: bool,
-           started: float | None, header: str, rejoin: bool = False, tokens: bool = False) -> str:
+           started: float | None, header: str, rejoin: bool = False, tokens: bool = False,
+           on_waiting: Callable[[dict[str, Any]], None] | None = None) -> str:
     """Print an agent's events until `done`; returns its final status.
 
     With `rejoin`, a stream that breaks off (the streamed create) is continued from the
     agent's own event stream after the last seq seen, so no step is lost or repeated.
+    `on_waiting` is called with a `waiting` event's data (to ask for the approval).
     """
     from jarvis_agents.cli.client import ApiUnreachable
     from jarvis_agents.cli.terminal import LiveRenderer, make_console, print_json
@@ -192,6 +202,10 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent
                     if event.event == "done":
                         done = data
                         break
+                    if event.event == "waiting" and on_waiting is not None:
+                        if renderer is not None:
+                            renderer.stop()  # no spinner over the question
+                        on_waiting(data)
                 else:
                     raise ApiUnreachable(f"the event stream of agent {agent_id} ended before the agent did")
             except ApiUnreachable:
@@ -287,7 +301,7 @@ def steps(agent_id: str, after: int | None, as_json: bool) -> None:
 @click.argument("agent_id", metavar="ID")
 @json_option
 def cancel(agent_id: str, as_json: bool) -> None:
-    """Cancel a PENDING or RUNNING agent."""
+    """Cancel a PENDING, RUNNING or WAITING agent."""
     from jarvis_agents.cli.terminal import make_console, print_json
 
     agent = open_client().cancel(agent_id)
@@ -311,4 +325,4 @@ def tools(as_json: bool) -> None:
         tools_table(console, found)
 
 
-CLIENT_COMMANDS = (run, fork, watch, list_agents, show, steps, cancel, tools)
+CLIENT_COMMANDS = (run, fork, watch, list_agents, show, steps, cancel, tools, approve)

@@ -112,6 +112,7 @@ class CreateOptions(TypedDict, total=False):
     webhook_url: str | None
     thread_id: str | None
     idempotency_key: str | None
+    approve_tools: Sequence[str] | None
 
 
 class JarvisClient:
@@ -199,6 +200,20 @@ class JarvisClient:
     def cancel(self, agent_id: str) -> dict[str, Any]:
         """Cancel a PENDING or RUNNING agent; ApiError 409 if it has already ended."""
         return self._json("DELETE", f"{API}/agents/{_agent_id(agent_id)}", agent_id=agent_id)
+
+    def approve(
+        self, agent_id: str, call_id: str, *, approve: bool, tool_input: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer a WAITING agent's call (202: it goes on); ApiError 409 if it is not waiting
+        for that call."""
+        body: dict[str, Any] = {"call_id": call_id, "approve": approve}
+        if tool_input is not None:
+            body["input"] = tool_input
+        if reason is not None:
+            body["reason"] = reason
+        return self._json("POST", f"{API}/agents/{_agent_id(agent_id)}/approval", json=body,
+                          agent_id=agent_id)
 
     def tools(self) -> list[dict[str, Any]]:
         """`[{"name", "description", "source", "input_schema"}, …]`: the tools an agent may use."""
@@ -316,8 +331,9 @@ def _create_request(goal: str, options: CreateOptions) -> tuple[dict[str, Any], 
     """The create body (the options said, and only those) and its headers."""
     said = {name: value for name, value in options.items() if value is not None}
     key = said.pop("idempotency_key", None)
-    if "tools" in said:
-        said["tools"] = list(said["tools"])
+    for listed in ("tools", "approve_tools"):
+        if listed in said:
+            said[listed] = list(said[listed])
     return {"goal": goal, **said}, {"Idempotency-Key": key} if key else {}
 
 

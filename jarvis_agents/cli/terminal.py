@@ -29,6 +29,7 @@ STEP_STYLES = {
 STATUS_STYLES = {
     "PENDING": "yellow",
     "RUNNING": "cyan",
+    "WAITING": "magenta",
     "COMPLETED": "green",
     "FAILED": "red",
     "CANCELLED": "yellow",
@@ -101,6 +102,11 @@ class LiveRenderer:
             if kind == "FINAL":
                 self.final_answer = content
             self._spin(f"running {data.get('tool')}…" if kind == "ACT" and data.get("tool") else "thinking…")
+        elif kind == "WAITING":
+            call = f"{data.get('tool')}({json.dumps(data.get('input'), ensure_ascii=False)})"
+            self.console.print(Text("WAITING".ljust(LABEL_WIDTH) + f"{call} needs an approval",
+                                    style="bold magenta"))
+            self._spin("waiting for an approval…")
         elif kind == "CANCELLED":
             self.console.print(Text("CANCELLED".ljust(LABEL_WIDTH) + "the agent was cancelled", style="yellow"))
 
@@ -214,6 +220,10 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("final_answer", agent.get("final_answer")),
         ("error", agent.get("error")),
     ]
+    if waiting := agent.get("waiting_for"):
+        call = f"{waiting.get('tool')}({json.dumps(waiting.get('input'), ensure_ascii=False)})"
+        hint = f"jarvis-agents approve {agent['id']} [--deny]"
+        fields.insert(2, ("waiting_for", f"{call} since {local_time(waiting.get('since'))}: {hint}"))
     for name, value in fields:
         if value is None or value == "":
             continue

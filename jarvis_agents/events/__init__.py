@@ -18,6 +18,7 @@ from jarvis_agents.events.follow import (
     StepEvent,
     StepSource,
     TokenEvent,
+    Waiting,
     follow,
     is_terminal_status,
 )
@@ -32,6 +33,7 @@ from jarvis_agents.events.messages import (
     encode,
     status_event,
     step_event,
+    waiting_event,
 )
 from jarvis_agents.events.redis_bus import RedisEventBus
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
@@ -45,8 +47,9 @@ from jarvis_agents.events.tokens import (
 
 __all__ = [
     "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "TOKEN_LISTENERS",
-    "USER_CHANNEL", "Ended",
-    "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message", "RedisEventBus",
-    "ReplyTokens", "Signal", "StepEvent", "StepSource", "Subscriber", "Subscription", "TokenBatcher", "TokenEvent", "TokenListeners", "decode", "encode", "ended_agents", "follow",
-    "is_terminal_status", "status_event", "step_event", "token_event",
+    "USER_CHANNEL", "Ended", "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message",
+    "RedisEventBus", "ReplyTokens", "Signal", "StepEvent", "StepSource", "Subscriber",
+    "Subscription", "TokenBatcher", "TokenEvent", "TokenListeners", "Waiting", "decode", "encode",
+    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "token_event",
+    "waiting_event",
 ]

@@ -33,7 +33,7 @@ from typing import Any, Final, Protocol, Self, TypeVar
 
 from jarvis_agents.errors import NotFound
 from jarvis_agents.events.bus import Subscriber
-from jarvis_agents.events.messages import AGENT_CHANNEL, Message, step_event
+from jarvis_agents.events.messages import AGENT_CHANNEL, Message, step_event, waiting_event
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal
 from jarvis_agents.events.tokens import Listen
 from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step, StopReason
@@ -115,7 +115,14 @@ class Ended:
         }
 
 
-Told = StepEvent | TokenEvent | Ended | Signal
+@dataclass(frozen=True)
+class Waiting:
+    """The agent waits for a person to approve a tool call: the data of `waiting`."""
+
+    data: dict[str, Any]
+
+
+Told = StepEvent | TokenEvent | Waiting | Ended | Signal
 
 
 def is_terminal_status(message: Message) -> bool:
@@ -187,6 +194,7 @@ class Follower:
         try:
             yield from self._steps(self._backlog)
             self._backlog = []
+            yield from self._waiting(self.agent)  # to one who joins while it waits
             if self.agent.is_terminal:
                 yield from self._finish()
                 return
@@ -211,7 +219,7 @@ class Follower:
             if item is CLOSED:
                 return  # the process is stopping; a client resumes from its last seq
             now = time.monotonic()
-            told: list[StepEvent | TokenEvent] = []
+            told: list[StepEvent | TokenEvent | Waiting] = []
             terminal = False
             if isinstance(item, Message):
                 if item.kind == "token":
@@ -221,6 +229,9 @@ class Follower:
                     told = self._relay(item)
                 elif is_terminal_status(item):
                     terminal = True
+                elif item.kind == "status" and item.data.get("status") == AgentStatus.WAITING.value:
+                    agent = self._read(lambda: self.store.get(self.agent_id))
+                    told = [*self._steps(self._read(self._steps_after) or []), *self._waiting(agent)]
             elif item is RESYNC or (now >= next_poll and not self.subscription.connected):
                 # Messages were missed, or none can arrive: the store has everything.
                 told, terminal = self._catch_up()
@@ -255,6 +266,12 @@ class Follower:
         agent = self.store.get(self.agent_id) or self.agent
         self.finished = True
         yield Ended(self.agent_id, agent.status, agent.stop_reason)
+
+    def _waiting(self, agent: Agent | None) -> list[Waiting]:
+        """`waiting` (CONTRACT §4), if the agent waits for an approval."""
+        if agent is not None and agent.status is AgentStatus.WAITING and agent.waiting_for:
+            return [Waiting(waiting_event(agent))]
+        return []
 
     def _steps(self, steps: list[Step]) -> list[StepEvent]:
         told = []

@@ -38,6 +38,13 @@ def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
     return {"agent_id": str(agent_id), **body}
 
 
+def waiting_event(agent: Agent) -> dict[str, Any]:
+    """The SSE data of a `waiting` event (CONTRACT §4): the call the agent waits on."""
+    waiting = agent.waiting_for or {}
+    return {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
+            "tool": waiting.get("tool"), "input": waiting.get("input")}
+
+
 def status_event(agent: Agent) -> dict[str, Any]:
     return {
         "agent_id": str(agent.id),

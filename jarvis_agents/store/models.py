@@ -108,6 +108,11 @@ class AgentRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
+    # Approvals (CONTRACT §7; lifecycle.Agent says what each holds).
+    approve_tools: Mapped[list[str] | None] = mapped_column(JSON)
+    waiting_for: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    approval: Mapped[dict[str, object] | None] = mapped_column(JSON)
+    waited_ms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The mode asked for, then (once started) the one in use (CONTRACT §6).
     mode: Mapped[str] = mapped_column(String(8), default="auto", server_default="auto")
     # Usage as the executor last wrote it, with the agent's end (models.USAGE_AS_READ).

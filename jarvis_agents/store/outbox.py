@@ -46,6 +46,7 @@ EVENTS: dict[AgentStatus, str] = {
     AgentStatus.COMPLETED: "agent.completed",
     AgentStatus.FAILED: "agent.failed",
     AgentStatus.CANCELLED: "agent.cancelled",
+    AgentStatus.WAITING: "agent.waiting",
 }
 
 # The PostgreSQL side of owing, for store/postgres.py's one-statement transition: a CTE

@@ -516,7 +516,10 @@ def _agent_values(agent: Agent) -> dict[str, Any]:
         "completed_at": agent.completed_at, "attempt": agent.attempt, "losses": agent.losses,
         "task_id": agent.task_id,
         "heartbeat_at": agent.heartbeat_at, "idempotency_key": agent.idempotency_key,
-        "request_hash": agent.request_hash, "mode": agent.mode.value,
+        "request_hash": agent.request_hash,
+        "approve_tools": list(agent.approve_tools) if agent.approve_tools is not None else None,
+        "waiting_for": agent.waiting_for, "approval": agent.approval,
+        "waited_ms": agent.waited_ms, "mode": agent.mode.value,
         "input_tokens": agent.usage.input_tokens, "output_tokens": agent.usage.output_tokens,
         "model_calls": agent.usage.model_calls, "output_schema": agent.output_schema,
         "output": agent.output,
@@ -539,6 +542,9 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         completed_at=_aware(row["completed_at"]), attempt=row["attempt"],
         losses=row["losses"], task_id=row["task_id"], heartbeat_at=_aware(row["heartbeat_at"]),
         idempotency_key=row["idempotency_key"], request_hash=row["request_hash"],
+        approve_tools=tuple(row["approve_tools"]) if row["approve_tools"] is not None else None,
+        waiting_for=_json(row["waiting_for"]), approval=_json(row["approval"]),
+        waited_ms=row["waited_ms"] or 0,
         mode=AgentMode(row["mode"]),
         usage=Usage(int(row["input_tokens"]), int(row["output_tokens"]), int(row["model_calls"])),
         output_schema=row["output_schema"], output=row["output"],
@@ -547,6 +553,11 @@ def _agent(row: Mapping[str, Any]) -> Agent:
         context=row.get("context"),
         traceparent=row["traceparent"],
     )
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as read: psycopg2's raw cursor (store/postgres.py) hands back text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _step_values(agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> list[dict[str, Any]]:

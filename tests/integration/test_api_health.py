@@ -18,7 +18,8 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/agents"), ("get", "/api/v1/agents"), ("post", "/api/v1/agents/stream"),
     ("get", "/api/v1/agents/{agent_id}"), ("delete", "/api/v1/agents/{agent_id}"),
     ("get", "/api/v1/agents/{agent_id}/steps"), ("get", "/api/v1/agents/{agent_id}/events"),
-    ("post", "/api/v1/agents/{agent_id}/fork"), ("get", "/api/v1/events"), ("get", "/api/v1/tools"), ("get", "/api/v1/openapi.json"),
+    ("post", "/api/v1/agents/{agent_id}/approval"), ("post", "/api/v1/agents/{agent_id}/fork"),
+    ("get", "/api/v1/events"), ("get", "/api/v1/tools"), ("get", "/api/v1/openapi.json"),
     ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
 }
 

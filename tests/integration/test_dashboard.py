@@ -214,6 +214,41 @@ def test_the_page_and_its_assets_need_no_key_and_forbid_foreign_scripts(live_sta
         assert http.get("/api/v1/agents").status_code == 401  # the data still needs the key
 
 
+def test_waiting_agents_come_first_and_are_approved_edited_or_denied(page: Any, live_stack: LiveStack) -> None:
+    key = live_stack.api.user()
+    gated = {"goal": "What is 1234 * 902?", "approve_tools": ["calculate"]}
+    with httpx.Client(base_url=live_stack.url, headers={"Authorization": f"Bearer {key}"}) as http:
+        first = http.post("/api/v1/agents", json={**gated, "goal": "gated: edit me"}).json()["id"]
+        sign_in(page, key)
+        newest = http.post("/api/v1/agents", json={"goal": "not gated"}).json()["id"]
+        expect(page.locator(f".agent-row[data-id='{newest}']")).to_have_attribute("data-status", "COMPLETED")
+        # One that starts to wait while the page is open shows up live, first.
+        second = http.post("/api/v1/agents", json={**gated, "goal": "gated: deny me"}).json()["id"]
+        expect(page.locator(f".agent-row[data-id='{second}']")).to_have_attribute("data-status", "WAITING")
+        expect(page.locator(f".agent-row[data-id='{first}']")).to_have_attribute("data-status", "WAITING")
+        rows = page.locator(".agent-row").evaluate_all("els => els.map(e => e.dataset.id)")
+        assert rows == [second, first, newest]
+
+        page.click(f".agent-row[data-id='{first}']")
+        expect(page.locator("#agent-status")).to_have_attribute("data-status", "WAITING")
+        expect(page.locator("#approval-call")).to_have_text('calculate("1234 * 902")')
+        expect(page.locator("#agent-waiting")).to_contain_text("Waiting for your approval")
+        page.click("#edit")
+        page.fill("#approval-input", "2*3")
+        page.click("#approve")
+        expect(page.locator("#approval")).to_be_hidden()
+        expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("6")
+        expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+
+        page.click(f".agent-row[data-id='{second}']")
+        expect(page.locator("#approval")).to_be_visible()
+        page.click("#deny")
+        expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("denied: denied from the dashboard")
+        expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
+        rows = page.locator(".agent-row").evaluate_all("els => els.map(e => e.dataset.id)")
+        assert rows == [second, newest, first]  # newest first once none waits
+
+
 def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, live_stack: LiveStack) -> None:
     sign_in(page, live_stack.api_key)
     first = start(page, "Thread: what is 1234 * 902?")

@@ -76,6 +76,7 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
         ("JARVIS_PROVIDER", "anthropic"),
         ("OPENAI_BASE_URL", "localhost:8000/v1"),
+        ("JARVIS_APPROVAL_TIMEOUT", "a day"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:
@@ -92,3 +93,10 @@ def test_a_heartbeat_stale_before_its_next_beat_is_refused(interval: str, stale:
     assert "JARVIS_HEARTBEAT_STALE" in str(info.value) and "JARVIS_HEARTBEAT_INTERVAL" in str(info.value)
     settings = Settings.from_env({"JARVIS_HEARTBEAT_INTERVAL": "1", "JARVIS_HEARTBEAT_STALE": "4"})
     assert settings.outage_budget_s == 3  # writes retried until about when it would go stale
+
+
+def test_approvals_are_read() -> None:
+    assert (Settings.from_env({}).approve_tools, Settings.from_env({}).approval_timeout_s) == ((), 86400)
+    settings = Settings.from_env({"JARVIS_APPROVE_TOOLS": " calculate, ,search ",
+                                  "JARVIS_APPROVAL_TIMEOUT": "60"})
+    assert settings.approve_tools == ("calculate", "search") and settings.approval_timeout_s == 60

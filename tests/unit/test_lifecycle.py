@@ -22,6 +22,10 @@ ALLOWED = {
     (AgentStatus.RUNNING, AgentStatus.COMPLETED),
     (AgentStatus.RUNNING, AgentStatus.FAILED),
     (AgentStatus.RUNNING, AgentStatus.CANCELLED),
+    (AgentStatus.RUNNING, AgentStatus.WAITING),
+    (AgentStatus.WAITING, AgentStatus.PENDING),
+    (AgentStatus.WAITING, AgentStatus.FAILED),
+    (AgentStatus.WAITING, AgentStatus.CANCELLED),
 }
 
 
@@ -30,6 +34,8 @@ def make_agent(status: AgentStatus = AgentStatus.PENDING) -> Agent:
     if status is AgentStatus.PENDING:
         return agent
     agent = agent.with_running(attempt=1)
+    if status is AgentStatus.WAITING:
+        return agent.with_waiting(call_id="call_1", tool="calculate", tool_input="6*7")
     if status is AgentStatus.COMPLETED:
         return agent.with_completed("42")
     if status is AgentStatus.FAILED:
@@ -48,10 +54,12 @@ def move(agent: Agent, target: AgentStatus) -> Agent:
         return agent.with_failed("error", stop_reason=StopReason.MAX_STEPS)
     if target is AgentStatus.CANCELLED:
         return agent.with_cancelled()
-    raise AssertionError("nothing moves back to PENDING")
+    if target is AgentStatus.WAITING:
+        return agent.with_waiting(call_id="call_1", tool="calculate", tool_input="6*7")
+    return agent.with_answered(approve=True, tool_input=None, reason=None)
 
 
-PAIRS = [p for p in itertools.product(AgentStatus, AgentStatus) if p[1] is not AgentStatus.PENDING]
+PAIRS = list(itertools.product(AgentStatus, AgentStatus))
 
 
 @pytest.mark.parametrize(("current", "target"), PAIRS, ids=lambda s: s.value)
@@ -67,8 +75,9 @@ def test_every_pair_follows_the_table(current: AgentStatus, target: AgentStatus)
             move(agent, target)
 
 
-@pytest.mark.parametrize("current", list(AgentStatus), ids=lambda s: s.value)
-def test_nothing_goes_back_to_pending(current: AgentStatus) -> None:
+@pytest.mark.parametrize("current", [s for s in AgentStatus if s is not AgentStatus.WAITING],
+                         ids=lambda s: s.value)
+def test_only_an_answered_wait_goes_back_to_pending(current: AgentStatus) -> None:
     with pytest.raises(InvalidTransition):
         check_transition(current, AgentStatus.PENDING)
 
@@ -89,3 +98,15 @@ def test_agent_json_has_only_the_fields_of_its_state() -> None:
     assert pending["status"] == "PENDING" and pending["stop_reason"] is None
     assert pending["started_at"] is None and pending["duration_ms"] is None
     assert str(pending["created_at"]).endswith("Z")
+
+
+def test_waiting_for_shows_only_while_waiting() -> None:
+    waiting = make_agent(AgentStatus.WAITING)
+    body = waiting.to_json()
+    assert body["status"] == "WAITING" and body["stop_reason"] is None
+    assert body["waiting_for"] == {"call_id": "call_1", "tool": "calculate", "input": "6*7",
+                                   "since": body["updated_at"]}
+    answered = waiting.with_answered(approve=False, tool_input=None, reason="no")
+    assert answered.to_json()["waiting_for"] is None
+    assert answered.approval == {"call_1": {"approve": False, "input": None, "reason": "no"}}
+    assert make_agent(AgentStatus.RUNNING).to_json()["waiting_for"] is None
