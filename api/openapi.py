@@ -19,29 +19,12 @@ from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
 from api.params import MAX_SEQ
+from api.sse_schema import AGENT_EVENT, STATUS_EVENT, TOKENS, sse_response
 from jarvis_agents.lifecycle import AgentStatus
 
 bp = Blueprint("openapi", __name__)
 
 JSON = "application/json"
-SSE = "text/event-stream"
-
-SSE_DESCRIPTION = """\
-Server-sent events. Step events carry `id` = the step's `seq`:
-
-```
-id: 7
-event: observe
-data: {"agent_id": "…", "seq": 7, "step": 2, "type": "observe", "tool": "calculate", "content": "1113177"}
-```
-
-`event` is one of `think`, `act`, `observe`, `final`, `error`, `waiting`, `cancelled`,
-then always a last `done` whose data is `{"agent_id", "status", "stop_reason"}`, after
-which the stream closes. `waiting` (data `{"agent_id", "call_id", "tool", "input"}`) is
-sent when the agent starts to wait for an approval, and to a client that joins while it
-waits; the stream stays open across the wait. `waiting`, `cancelled` and `done` carry no
-`id`. A comment line `: keepalive` is sent while nothing happens."""
-
 
 @bp.get("/api/v1/openapi.json")
 @public
@@ -110,31 +93,6 @@ TOO_MANY_STREAMS = ("too many event streams and long-polls open at once "
 STREAM_ERRORS = {"429": _error(f"The caller has {TOO_MANY_STREAMS}.", headers=RETRY_AFTER)}
 
 
-def _sse_event(events: list[str], data: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
-    """One event of a stream, as SSE parsers see it: `event`, `data` (JSON text), `id`."""
-    properties: dict[str, Any] = {
-        "event": {"type": "string", "enum": events},
-        "data": {"type": "string", "contentMediaType": JSON, "contentSchema": data},
-    }
-    if with_id:
-        properties["id"] = {"type": "string", "pattern": "^[0-9]+$",
-                            "description": "The step's `seq`, on step events."}
-    return {"type": "object", "required": ["event", "data"], "properties": properties}
-
-
-AGENT_EVENT = _sse_event(
-    ["think", "act", "observe", "final", "error", "waiting", "cancelled", "done"],
-    {"anyOf": [_ref("StepEvent"), _ref("WaitingEvent"), _ref("EndEvent")]},
-    with_id=True,
-)
-STATUS_EVENT = _sse_event(["status"], _ref("StatusEvent"), with_id=False)
-
-
-def _sse_response(description: str, event: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    schema = {**event, "description": SSE_DESCRIPTION}
-    return {"description": description, "content": {SSE: {"schema": schema}}, **extra}
-
-
 def _operations() -> dict[str, dict[str, Any]]:
     public_ = {"security": []}
     return {
@@ -175,9 +133,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "createAgentStream", "tags": ["events"],
                 "summary": "Create and enqueue an agent, then stream its events; closing the "
                            "connection cancels the agent within 5 s.",
-                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT], "requestBody": CREATE_BODY,
+                "parameters": [IDEMPOTENCY_KEY, TRACEPARENT, TOKENS], "requestBody": CREATE_BODY,
                 "responses": {
-                    "200": _sse_response("The agent's events, from its first step to `done`.",
+                    "200": sse_response("The agent's events, from its first step to `done`.",
                                          AGENT_EVENT, headers=LOCATION),
                     **CREATE_ERRORS,
                     "429": _error("Too many agents PENDING or RUNNING at once "
@@ -282,8 +240,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                     {"name": "after", "in": "query", "required": False,
                      "description": "Replay only steps with a greater `seq`.",
                      "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}},
+                    TOKENS,
                 ],
-                "responses": {"200": _sse_response("The agent's events.", AGENT_EVENT),
+                "responses": {"200": sse_response("The agent's events.", AGENT_EVENT),
                               **BAD_REQUEST, **NOT_FOUND, **STREAM_ERRORS, **COMMON_ERRORS},
             },
         },
@@ -292,7 +251,7 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "userEvents", "tags": ["events"],
                 "summary": "Status changes of all the caller's agents, live only.",
                 "responses": {
-                    "200": _sse_response(
+                    "200": sse_response(
                         "`event: status` with data `{\"agent_id\", \"status\", \"stop_reason\", "
                         "\"step_count\", \"updated_at\"}` for every change, PENDING included.",
                         STATUS_EVENT,

@@ -197,6 +197,18 @@ def query_cursor() -> str | None:
     return raw
 
 
+def query_tokens() -> bool:
+    """`?tokens=1` on an agent's event stream: live `token` events too (CONTRACT §6)."""
+    raw = request.args.get("tokens")
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value not in {"0", "1", "true", "false"}:
+        raise RequestError(f"`tokens` must be 1 (live tokens) or 0, not {raw[:40]!r}",
+                           code="invalid_tokens")
+    return value in {"1", "true"}
+
+
 def resume_after() -> int:
     """Where an event stream resumes: `Last-Event-ID` (a reconnect), else `?after=`."""
     after = query_int("after", default=0, low=0, high=MAX_SEQ)

@@ -63,6 +63,22 @@ def step_frame(message: Message) -> StepFrame | None:
     return cached
 
 
+_last_token: StepFrame | None = None
+
+
+def token_frame(message: Message) -> StepFrame:
+    """The frame of a published token event (no id: CONTRACT §4), encoded once for all
+    the streams that send it, like `step_frame`."""
+    global _last_token
+    cached = _last_token
+    if cached is not None and cached.message is message:
+        return cached
+    frame = sse("token", message.data)
+    cached = StepFrame(message, 0, frame, b"%X\r\n%s\r\n" % (len(frame), frame))
+    _last_token = cached
+    return cached
+
+
 def step_event_frame(event: StepEvent) -> bytes:
     """A step event as SSE; a live one from the cache its first stream filled."""
     if event.message is not None:
@@ -106,22 +122,42 @@ class SocketWriter:
     block (a slow client: its own greenlet waits for it, the other streams do not)
     and a failed send (a hang-up, which the stream's own write then finds). A step
     sent in part counts as sent; the rest waits in `unsent` for the stream to
-    write before anything else.
+    write before anything else. Token events (CONTRACT §6) it writes for a stream
+    that asked for them and swallows for one that did not, which then never wakes.
     """
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: Any, *, tokens: bool = False) -> None:
         self.sock = sock
+        self.tokens = tokens  # the stream asked for token events
+        self.sent_in_part: Message | None = None  # a token event whose rest is `unsent`
         self.fd = sock.fileno()
         self.last_seq = 0  # the stream sets it before each wait and reads it after
         self.wrote_at = 0.0  # time.monotonic() of the last write, for keepalives
         self.unsent = b""
 
     def __call__(self, message: Message) -> bool:
+        if message.kind == "token":
+            if not self.tokens:
+                return True  # another stream's: taken, and nothing sent, without waking
+            if not self._write(token_frame(message)):
+                return False
+            if self.unsent:
+                self.sent_in_part = message  # the stream sends the rest, then skips it
+                return False
+            return True
         if message.kind != "step":
             return False
         step = step_frame(message)
         if step is None or step.seq != self.last_seq + 1:
             return False
+        if self._write(step):
+            self.last_seq = step.seq
+            return not self.unsent
+        return False
+
+    def _write(self, step: StepFrame) -> bool:
+        """Write a frame's chunk; False if nothing could be written. What a partial write
+        leaves waits in `unsent` (the caller declines the message, which wakes the stream)."""
         try:
             # os.write on the non-blocking descriptor: gevent's socket.send would
             # wait for a slow client here, holding up every other stream. (A closed
@@ -130,11 +166,9 @@ class SocketWriter:
             sent = os.write(self.fd, step.chunk)
         except OSError:  # BlockingIOError (its buffer is full), or it hung up
             return False
-        self.last_seq = step.seq
         self.wrote_at = time.monotonic()
         if sent < len(step.chunk):
-            self.unsent = step.chunk[sent:]
-            return False  # queued: wakes the stream, which sends the rest, then skips it
+            self.unsent = step.chunk[sent:]  # the stream sends the rest, then skips it
         return True
 
     def flush(self) -> bool:
@@ -147,7 +181,7 @@ class SocketWriter:
         return True
 
 
-def socket_writer(response: EventStreamResponse | None) -> SocketWriter | None:
+def socket_writer(response: EventStreamResponse | None, *, tokens: bool = False) -> SocketWriter | None:
     """A SocketWriter for this response once its head is sent, or None where it would be unsafe.
 
     Only under gevent: the hub's reader and every stream are greenlets of one OS
@@ -169,7 +203,7 @@ def socket_writer(response: EventStreamResponse | None) -> SocketWriter | None:
             return None
     except (OSError, ValueError):
         return None
-    return SocketWriter(sock)
+    return SocketWriter(sock, tokens=tokens)
 
 
 def _greenlets() -> bool:

@@ -36,6 +36,7 @@ from api.sse import (
     socket_writer,
     sse,
     step_event_frame,
+    token_frame,
 )
 from api.stream_slots import Slot
 from jarvis_agents.errors import RequestError
@@ -47,6 +48,7 @@ from jarvis_agents.events import (
     Message,
     StepEvent,
     Subscription,
+    TokenEvent,
     Waiting,
     follow,
 )
@@ -63,12 +65,14 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 def create_and_stream() -> Response:
     """Create and enqueue exactly like POST /agents, then stream; hanging up cancels."""
     request_, key = params.create_request()
+    tokens = params.query_tokens()
     context = ctx()
     user_id = current_user().id
     with opening_stream(context) as slot:  # before the create: a 429 creates nothing
         agent, _ = context.service.create(user_id, request_, idempotency_key=key,
                                           traceparent=params.traceparent())
-        stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot)
+        stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot,
+                             tokens=tokens)
     response = stream.response()
     response.headers["Location"] = agent_location(agent.id)
     return response
@@ -79,10 +83,12 @@ def agent_events(raw_id: str) -> Response:
     """Join an agent's stream: replay after Last-Event-ID or ?after=, then live."""
     agent_id = params.agent_id(raw_id)
     after = params.resume_after()
+    tokens = params.query_tokens()
     context = ctx()
     with opening_stream(context) as slot:
         stream = AgentStream(
-            context, current_user().id, agent_id, after=after, cancel_on_hangup=False, slot=slot
+            context, current_user().id, agent_id, after=after, cancel_on_hangup=False, slot=slot,
+            tokens=tokens,
         )
     return stream.response()
 
@@ -188,20 +194,21 @@ class AgentStream:
 
     def __init__(
         self, context: ApiContext, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int,
-        cancel_on_hangup: bool, slot: Slot,
+        cancel_on_hangup: bool, slot: Slot, tokens: bool = False,
     ) -> None:
         self.context = context
         self.slot = slot
         self.user_id = user_id
         self.agent_id = agent_id
         self.cancel_on_hangup = cancel_on_hangup
+        self.tokens = tokens
         self.hangup = Hangup(request.environ)
         self._response: EventStreamResponse | None = None
         self._writer: SocketWriter | None = None
         # Subscribes, then reads the agent (a 404 for someone else's) and its backlog.
         self.follower = follow(
             context.hub, context.repository, agent_id, after=after, user_id=user_id,
-            tick_s=context.timing.tick_s, writer=self._lend_writer,
+            tick_s=context.timing.tick_s, writer=self._lend_writer, tokens=tokens,
         )
 
     def response(self) -> Response:
@@ -225,7 +232,7 @@ class AgentStream:
     def _lend_writer(self) -> SocketWriter | None:
         """Asked by the follower once the replay is told: the head is sent by now, so the
         hub may write the next steps to the socket itself; None where it cannot."""
-        self._writer = socket_writer(self._response)
+        self._writer = socket_writer(self._response, tokens=self.tokens)
         self._response = None  # it holds this generator: no cycle left for the GC
         return self._writer
 
@@ -243,6 +250,12 @@ class AgentStream:
                     return  # the client left
             if isinstance(told, StepEvent):
                 yield step_event_frame(told)
+                last_write = time.monotonic()
+            elif isinstance(told, TokenEvent):
+                if writer is not None and writer.sent_in_part is told.message:
+                    writer.sent_in_part = None  # its rest went out with flush() above
+                    continue
+                yield token_frame(told.message).frame
                 last_write = time.monotonic()
             elif isinstance(told, Waiting):
                 yield sse("waiting", told.data)

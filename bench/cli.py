@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "routing", "scale", "peer")
+SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "routing", "scale", "tokens", "peer")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report,
         routing,
         scale,
+        tokens,
         webhooks,
     )
     from bench.stack import Stack
@@ -105,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "webhooks": webhooks.QUICK if args.quick else webhooks.WebhookSizes(),
         "routing": routing.QUICK if args.quick else routing.RoutingSizes(),
         "scale": scale.QUICK if args.quick else scale.ScaleSizes(),
+        "tokens": tokens.QUICK if args.quick else tokens.TokenSizes(),
     }
     if args.workers:
         from dataclasses import replace
@@ -174,7 +176,7 @@ def _ours(
     results: dict[str, Any],
     peer: Any,
 ) -> None:
-    from bench import concurrency, fanout, overhead, routing, scale, webhooks
+    from bench import concurrency, fanout, overhead, routing, scale, tokens, webhooks
     from bench.driver import User
 
     users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -214,6 +216,9 @@ def _ours(
         print("scenario 7: scale on one worker process", flush=True)
         results["scale"] = scale.run(stack, users, runs=args.runs, sizes=sizes["scale"])
         results["scale"]["sizes"] = asdict(sizes["scale"])
+    if "tokens" in ours:
+        print("scenario 8: live tokens", flush=True)
+        results["tokens"] = tokens.run(stack, users[0], runs=args.runs, sizes=sizes["tokens"])
 
 
 def _peer_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bench import routing, scale, webhooks
+from bench import routing, scale, tokens, webhooks
 from bench.figures import best_workers, by_workers, cell, med, num, processes
 from bench.targets import targets
 from bench.thread_turns import THREAD_TURNS
@@ -89,6 +89,8 @@ def render(results: dict[str, Any], *, notes: str) -> str:
         out += routing.section(results["routing"])
     if results.get("scale"):
         out += scale.section(results["scale"])
+    if results.get("tokens"):
+        out += tokens.section(results["tokens"])
     if results.get("peer"):
         out += _peer(results)
     out += ["## Notes: profiles, causes, proposed fixes", "", NOTES_BEGIN, notes, NOTES_END, ""]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import routing, scale, webhooks
+from bench import routing, scale, tokens, webhooks
 from bench.figures import best_workers, by_workers, med, num, processes
 from bench.thread_turns import THREAD_BOUND, THREAD_TURNS
 
@@ -192,6 +192,14 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     if (g := results.get("routing")) and g.get("runs"):
         label, measured, ok = routing.target(g)
         rows.append((label, measured, verdict(ok)))
+    if (t := results.get("tokens")) and t.get("runs"):
+        p99 = med(t["runs"], "p99_ms")
+        rows.append((
+            (f"live tokens: published → client p99 ≤ {tokens.TARGET_P99_MS:g} ms, "
+            f"{t['sizes']['subscribers']:,} streams (issue 20)"),
+            f"{num(p99, 2)} ms; API CPU {num(med(t['runs'], 'api_cpu_us_per_token'), 0)} µs per token",
+            verdict(_le(p99, tokens.TARGET_P99_MS)),
+        ))
     if (s := results.get("scale")) and s.get("by_agents"):
         rows += [(label, measured, verdict(ok)) for label, measured, ok in scale.targets(s)]
     return rows

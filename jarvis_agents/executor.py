@@ -246,8 +246,10 @@ class Executor:
         request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
-            reply = self.model.complete(request, deadline=began + step_budget_s,
-                                        should_stop=should_stop)
+            # The reply's text goes out live while somebody listens (CONTRACT §6).
+            with self.events.reply_tokens(agent.id, state.next_step) as on_delta:
+                reply = self.model.complete(request, deadline=began + step_budget_s,
+                                            should_stop=should_stop, on_delta=on_delta)
         except StepTimeout:
             if step_budget_s < self.limits.step_timeout_s:
                 return self._fail(

@@ -1,8 +1,8 @@
 // jarvis-agents dashboard: plain JavaScript modules, no build step, no dependencies.
 //
-// The list of the user's agents is kept current by the user-wide stream (status
-// changes); the selected agent's steps arrive on its own stream (sse.js). Both are
-// merged by `updated_at`, so an answer that was read before an event never undoes it.
+// The list of the user's agents is kept current by the user-wide stream (status changes);
+// the selected agent's steps, and its replies as they are written, arrive on its own stream
+// (sse.js). Both are merged by `updated_at`: an answer read before an event never undoes it.
 
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, loadTools } from "./form.js";
@@ -10,7 +10,7 @@ import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
 import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import {
-  addStep, renderAgentList, renderFailure, setConnection, setWaiting, stepItem,
+  addStep, renderAgentList, renderFailure, setConnection, setWaiting, showToken, stepItem,
 } from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
@@ -23,8 +23,7 @@ const state = {
   apiKey: null,
   agents: new Map(), // id -> agent JSON, kept current by the user-wide stream
   nextCursor: null,
-  // id -> the status events that arrived while that agent, unknown, was being fetched
-  fetching: new Map(),
+  fetching: new Map(), // id -> status events that came while that unknown agent was fetched
   userStream: null,
   selected: null,
   agentStream: null,
@@ -231,7 +230,7 @@ function select(id) {
   renderAgents();
   if (!state.agents.has(id)) fetchAgent(id);
   renderAgentHead();
-  state.agentStream = new SseConnection(`/api/v1/agents/${id}/events`, {
+  state.agentStream = new SseConnection(`/api/v1/agents/${id}/events?tokens=1`, {
     headers: authorization,
     lastEventId: () => (state.lastSeq > 0 ? state.lastSeq : null),
     onFatal: (status, message) => {
@@ -260,6 +259,7 @@ function deselect() {
 
 function onAgentEvent(id, name, data) {
   if (state.selected !== id) return true;
+  if (name === "token") return showToken(data); // the reply as it is written
   if (STEP_EVENTS.has(name)) {
     const seq = Number(data.seq);
     if (!Number.isInteger(seq) || state.steps.has(seq)) return false; // replayed: seen

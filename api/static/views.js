@@ -68,6 +68,7 @@ export function addStep(data) {
 }
 
 export function stepItem(type, seq, parts) {
+  endWriting(); // the steps of the reply being written (or the end) replace its live text
   const item = el("li", "step");
   item.dataset.type = type;
   item.dataset.testid = "step";
@@ -105,4 +106,24 @@ export function setConnection(value) {
   const badge = $("connection");
   badge.dataset.state = value;
   badge.textContent = value === "connected" ? "live" : "reconnecting…";
+}
+
+/** A piece of the reply the model is writing (a `token` event): shown live below the
+ * steps until the iteration's steps arrive, which say it again, laid out. */
+export function showToken(data) {
+  let writing = $("steps").querySelector('[data-testid="writing"]');
+  if (!writing || writing.dataset.step !== String(data.step)) {
+    endWriting();
+    writing = stepItem("WRITING", null, [text("")]);
+    writing.dataset.testid = "writing";
+    writing.dataset.step = String(data.step);
+    $("steps").append(writing);
+  }
+  writing.querySelector(".step-body").append(String(data.delta || ""));
+  return false;
+}
+
+export function endWriting() {
+  const writing = $("steps").querySelector('[data-testid="writing"]');
+  if (writing) writing.remove();
 }

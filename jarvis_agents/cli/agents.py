@@ -26,6 +26,9 @@ STATUSES = ("PENDING", "RUNNING", "WAITING", "COMPLETED", "FAILED", "CANCELLED")
 # Exit codes of `run` and `watch`: like a shell, 130 for an interrupted (cancelled) agent.
 EXIT_CODES = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 130}
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")
+tokens_option = click.option(
+    "--tokens/--no-tokens", default=None,
+    help="Show the model's replies as they are written (default: on a terminal, without --json).")
 
 
 def open_client() -> JarvisClient:
@@ -49,9 +52,10 @@ def open_client() -> JarvisClient:
                    "earlier goals and answers.")
 @click.option("--continue", "continue_", is_flag=True,
               help="A follow-up in the thread of your latest agent.")
+@tokens_option
 def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
         tools: tuple[str, ...], approve_tools: tuple[str, ...], thread_id: str | None,
-        continue_: bool) -> None:
+        continue_: bool, tokens: bool | None) -> None:
     """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
 
     When it waits for an approval, a terminal asks for it; elsewhere, answer with
@@ -80,11 +84,12 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
             console.out(agent["id"])
         return
     started = time.monotonic()
-    agent_id, stream = client.stream_create(goal, **options)
+    live = wants_tokens(tokens, console, as_json=as_json)
+    agent_id, stream = client.stream_create(goal, tokens=live, **options)
     header = f"agent {agent_id}" + (f" (thread {thread_id})" if thread_id else "")
     try:
         status = follow(client, agent_id, stream, as_json=as_json, started=started,
-                        header=header, rejoin=True,
+                        header=header, rejoin=True, tokens=live,
                         on_waiting=None if as_json else asker(client, agent_id))
     except KeyboardInterrupt:
         stream.close()
@@ -135,21 +140,33 @@ def fork(agent_id: str, after_seq: int, goal: str | None, model: str | None,
 @click.command()
 @click.argument("agent_id", metavar="ID")
 @json_option
-def watch(agent_id: str, as_json: bool) -> None:
+@tokens_option
+def watch(agent_id: str, as_json: bool, tokens: bool | None) -> None:
     """Follow an agent's steps live until it ends (Ctrl-C stops watching, not the agent).
 
     Exits 0 when it completes, 1 when it fails, 130 when it is cancelled.
     """
+    from jarvis_agents.cli.terminal import make_console
+
     client = open_client()
     client.get(agent_id)  # an unknown id is one clear error before any output
-    events = client.events(agent_id)
+    live = wants_tokens(tokens, make_console(), as_json=as_json)
+    events = client.events(agent_id, tokens=live)
     status = follow(client, agent_id, events, as_json=as_json, started=None,
-                    header=f"watching agent {agent_id} (Ctrl-C stops watching; the agent goes on)")
+                    header=f"watching agent {agent_id} (Ctrl-C stops watching; the agent goes on)",
+                    tokens=live)
     sys.exit(EXIT_CODES.get(status, 1))
 
 
+def wants_tokens(flag: bool | None, console: Any, *, as_json: bool) -> bool:
+    """--tokens/--no-tokens as given, else on for a person at a terminal."""
+    if flag is not None:
+        return flag
+    return bool(console.is_terminal) and not as_json
+
+
 def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent], *, as_json: bool,
-           started: float | None, header: str, rejoin: bool = False,
+           started: float | None, header: str, rejoin: bool = False, tokens: bool = False,
            on_waiting: Callable[[dict[str, Any]], None] | None = None) -> str:
     """Print an agent's events until `done`; returns its final status.
 
@@ -196,7 +213,7 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent
                     raise
             if done is None:
                 rejoin = False  # client.events() does its own reconnecting
-                events = client.events(agent_id, last_event_id=last_seq)
+                events = client.events(agent_id, last_event_id=last_seq, tokens=tokens)
     finally:
         if renderer is not None:
             renderer.stop()

@@ -222,14 +222,16 @@ class JarvisClient:
     # --- events ---------------------------------------------------------------------------
 
     def events(
-        self, agent_id: str, *, last_event_id: str | int | None = None, reconnect: bool = True
+        self, agent_id: str, *, last_event_id: str | int | None = None, reconnect: bool = True,
+        tokens: bool = False,
     ) -> Iterator[ServerSentEvent]:
         """Follow an agent's events until `done` (joining does not cancel it).
 
         A dropped connection is re-joined with `Last-Event-ID`, so each step arrives
         once; with `reconnect=False` it ends the iteration with ApiUnreachable instead.
+        With `tokens`, live `token` events too (a reply's text as it is written).
         """
-        path = f"{API}/agents/{_agent_id(agent_id)}/events"
+        path = f"{API}/agents/{_agent_id(agent_id)}/events" + ("?tokens=1" if tokens else "")
         last = str(last_event_id) if last_event_id is not None else None
         failures = 0
         while True:
@@ -255,10 +257,13 @@ class JarvisClient:
             time.sleep(RECONNECT_DELAYS_S[failures])
             failures += 1
 
-    def stream_create(self, goal: str, **options: Unpack[CreateOptions]) -> tuple[str, EventStream]:
-        """Start an agent and stream its events; closing the stream cancels the agent."""
+    def stream_create(self, goal: str, *, tokens: bool = False,
+                      **options: Unpack[CreateOptions]) -> tuple[str, EventStream]:
+        """Start an agent and stream its events (with `tokens`, live `token` events too);
+        closing the stream cancels the agent."""
         body, headers = _create_request(goal, options)
-        stream = self._open_stream("POST", f"{API}/agents/stream", json=body, headers=headers)
+        path = f"{API}/agents/stream" + ("?tokens=1" if tokens else "")
+        stream = self._open_stream("POST", path, json=body, headers=headers)
         match = re.search(r"/agents/([0-9a-fA-F-]{36})", stream.response.headers.get("Location", ""))
         if match is None:
             stream.close()

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.status import Status
 from rich.table import Table
@@ -80,15 +81,19 @@ class LiveRenderer:
         self.status: Status | None = None
         self.shown_errors: set[str] = set()
         self.final_answer: str | None = None
-        if console.is_terminal and not console.is_dumb_terminal:
-            self.status = console.status("waiting for a worker…", spinner="dots")
-            self.status.start()
+        self.spinning = console.is_terminal and not console.is_dumb_terminal
+        self.writing = ""  # the live text of the reply being written (token events)
+        self._spin("waiting for a worker…")
 
     def header(self, text: str) -> None:
         self.console.print(Text(text, style="dim"))
 
     def event(self, name: str, data: dict[str, Any]) -> None:
         kind = name.upper()
+        if kind == "TOKEN":
+            self.token(str(data.get("delta") or ""))
+            return
+        self._end_writing()
         if kind in STEP_STYLES:
             content = str(data.get("content") or "")
             self.console.print(step_text(kind, content, data.get("tool")))
@@ -107,6 +112,7 @@ class LiveRenderer:
 
     def finish(self, status: str, stop_reason: str | None, agent: dict[str, Any] | None) -> None:
         """The last lines: the outcome, why, and the elapsed time."""
+        self._end_writing()
         self.stop()
         if self.started is not None:
             elapsed_s: float | None = time.monotonic() - self.started
@@ -128,13 +134,41 @@ class LiveRenderer:
         if status == "FAILED" and error and error.strip() not in self.shown_errors:
             self.console.print(Text(f"error: {error}", style="red"))
 
+    def token(self, delta: str) -> None:
+        """A piece of the reply being written: shown dim, in place of the spinner."""
+        if not delta:
+            return
+        self.stop()
+        self.console.print(Text(delta, style="dim"), end="", soft_wrap=True)
+        self.writing += delta
+
+    def _end_writing(self) -> None:
+        """The reply is written and its steps follow: on a terminal its live text is
+        erased (the steps say it again, laid out); elsewhere the line is ended."""
+        if not self.writing:
+            return
+        if self.console.is_terminal and not self.console.is_dumb_terminal:
+            width = max(self.console.width, 1)
+            rows = sum(max(1, -(-cell_len(line) // width)) for line in self.writing.split("\n"))
+            up = f"\x1b[{rows - 1}A" if rows > 1 else ""
+            self.console.file.write(f"\r{up}\x1b[J")
+            self.console.file.flush()
+        else:
+            self.console.out("")
+        self.writing = ""
+
     def stop(self) -> None:
         if self.status is not None:
             self.status.stop()
             self.status = None
 
     def _spin(self, text: str) -> None:
-        if self.status is not None:
+        if not self.spinning or self.writing:
+            return
+        if self.status is None:
+            self.status = self.console.status(text, spinner="dots")
+            self.status.start()
+        else:
             self.status.update(text)
 
 

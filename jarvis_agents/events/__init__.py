@@ -6,7 +6,8 @@
 - `redis_bus` and `memory`: the Redis bus and the in-memory bus, side by side;
 - `hub`: one Redis pub/sub connection per process, fanned out to subscriptions;
 - `subscription`: what a subscriber reads, whichever bus delivers it;
-- `follow`: subscribe, replay from the store, relay live, repair gaps, end.
+- `follow`: subscribe, replay from the store, relay live, repair gaps, end;
+- `tokens`: live tokens, batched and published only while somebody listens.
 """
 
 from jarvis_agents.events.bus import EventBus, Subscriber
@@ -16,6 +17,7 @@ from jarvis_agents.events.follow import (
     Follower,
     StepEvent,
     StepSource,
+    TokenEvent,
     Waiting,
     follow,
     is_terminal_status,
@@ -35,10 +37,19 @@ from jarvis_agents.events.messages import (
 )
 from jarvis_agents.events.redis_bus import RedisEventBus
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
+from jarvis_agents.events.tokens import (
+    TOKEN_LISTENERS,
+    ReplyTokens,
+    TokenBatcher,
+    TokenListeners,
+    token_event,
+)
 
 __all__ = [
-    "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "USER_CHANNEL", "Ended",
-    "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message", "RedisEventBus", "Signal",
-    "StepEvent", "StepSource", "Subscriber", "Subscription", "Waiting", "decode", "encode",
-    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "waiting_event",
+    "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "TOKEN_LISTENERS",
+    "USER_CHANNEL", "Ended", "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message",
+    "RedisEventBus", "ReplyTokens", "Signal", "StepEvent", "StepSource", "Subscriber",
+    "Subscription", "TokenBatcher", "TokenEvent", "TokenListeners", "Waiting", "decode", "encode",
+    "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "token_event",
+    "waiting_event",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from jarvis_agents.events.subscription import Subscription
+from jarvis_agents.events.tokens import Listen, ReplyTokens
 from jarvis_agents.lifecycle import Agent, Step
 
 
@@ -21,10 +22,17 @@ class Subscriber(Protocol):
     def subscribe(self, channel: str) -> Subscription:
         """A channel's messages from now on: subscribe before reading the record."""
 
+    def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
+        """Have the agent's tokens published (CONTRACT §6) until the result is closed."""
+
 
 class EventBus(Subscriber, Protocol):
     def publish_steps(self, agent: Agent, steps: Sequence[Step], *, status: bool = False) -> None:
         """Publish step events, then with `status` the agent's status; maybe in the background."""
+
+    def reply_tokens(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
+        """The `on_delta` of one reply, as a context manager around the model call:
+        published as token events while somebody listens, never persisted."""
 
     def publish_status(self, agent: Agent) -> None:
         """Publish a status change (sent before this returns)."""

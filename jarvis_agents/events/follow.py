@@ -35,6 +35,7 @@ from jarvis_agents.errors import NotFound
 from jarvis_agents.events.bus import Subscriber
 from jarvis_agents.events.messages import AGENT_CHANNEL, Message, step_event, waiting_event
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal
+from jarvis_agents.events.tokens import Listen
 from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step, StopReason
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,14 @@ class StepEvent:
 
 
 @dataclass(frozen=True)
+class TokenEvent:
+    """Live text of a reply being written (CONTRACT §6): data `{"agent_id", "step", "delta"}`."""
+
+    data: dict[str, Any]
+    message: Message  # the published message (its SSE frame is encoded once)
+
+
+@dataclass(frozen=True)
 class Ended:
     """The agent has ended and every step has been told."""
 
@@ -113,7 +122,7 @@ class Waiting:
     data: dict[str, Any]
 
 
-Told = StepEvent | Waiting | Ended | Signal
+Told = StepEvent | TokenEvent | Waiting | Ended | Signal
 
 
 def is_terminal_status(message: Message) -> bool:
@@ -123,15 +132,17 @@ def is_terminal_status(message: Message) -> bool:
 def follow(
     bus: Subscriber, store: StepSource, agent_id: uuid.UUID, *, after: int = 0,
     user_id: uuid.UUID | None = None, tick_s: float = TICK_S, poll_s: float = POLL_S,
-    writer: Callable[[], LentWriter | None] | None = None,
+    writer: Callable[[], LentWriter | None] | None = None, tokens: bool = False,
 ) -> Follower:
     """Subscribe to the agent, then read it and its steps after `after`; iterate the result.
 
     Raises NotFound when there is no such agent (of `user_id`, if given), having
-    left the channel again. `writer` is called once the replay has been told.
+    left the channel again. `writer` is called once the replay has been told. With
+    `tokens` the follower registers as a token listener (closing it leaves) and
+    yields the live TokenEvents too.
     """
     return Follower(bus, store, agent_id, after=after, user_id=user_id, tick_s=tick_s,
-                    poll_s=poll_s, writer=writer)
+                    poll_s=poll_s, writer=writer, tokens=tokens)
 
 
 class Follower:
@@ -140,7 +151,7 @@ class Follower:
     def __init__(
         self, bus: Subscriber, store: StepSource, agent_id: uuid.UUID, *, after: int,
         user_id: uuid.UUID | None, tick_s: float, poll_s: float,
-        writer: Callable[[], LentWriter | None] | None,
+        writer: Callable[[], LentWriter | None] | None, tokens: bool = False,
     ) -> None:
         self.store = store
         self.agent_id = agent_id
@@ -159,9 +170,16 @@ class Follower:
         except BaseException:
             self.subscription.close()
             raise
+        # After the subscription is heard: every token published from here on reaches it.
+        self.tokens: Listen | None = None
+        if tokens and not agent.is_terminal:
+            self.tokens = bus.listen_tokens(agent_id)
 
     def close(self) -> None:
         self.subscription.close()
+        tokens, self.tokens = self.tokens, None
+        if tokens is not None:
+            tokens.close()
         self._lend = None  # often a method of the caller, which holds this: no cycle left
 
     def __enter__(self) -> Self:
@@ -201,10 +219,13 @@ class Follower:
             if item is CLOSED:
                 return  # the process is stopping; a client resumes from its last seq
             now = time.monotonic()
-            told: list[StepEvent | Waiting] = []
+            told: list[StepEvent | TokenEvent | Waiting] = []
             terminal = False
             if isinstance(item, Message):
-                if item.kind == "step":
+                if item.kind == "token":
+                    if self.tokens is not None:
+                        told = [TokenEvent(item.data, item)]
+                elif item.kind == "step":
                     told = self._relay(item)
                 elif is_terminal_status(item):
                     terminal = True

@@ -41,6 +41,7 @@ from typing import Any, Final, Protocol
 
 from jarvis_agents.events.messages import AGENT_CHANNEL, Message, decode
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
+from jarvis_agents.events.tokens import Listen, TokenListeners
 from jarvis_agents.lifecycle import Agent
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class EventHub:
         self._connected = False
         self._thread: threading.Thread | None = None
         self._checker: threading.Thread | None = None
+        self.token_listeners = TokenListeners(redis_client)
 
     @property
     def connected(self) -> bool:
@@ -139,6 +141,10 @@ class EventHub:
             # seq makes the stream re-read the record, and the status check ends it.)
             heard.wait(CONFIRM_WAIT_S)
         return subscription
+
+    def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
+        """Have the workers publish the agent's tokens until the result is closed."""
+        return self.token_listeners.listen(agent_id)
 
     def check_ended(self, read_ended: EndedReader, *, every_s: float) -> None:
         """Start the status check: every `every_s`, one read for all the watched agents.
@@ -186,6 +192,7 @@ class EventHub:
     def close(self) -> None:
         """Stop reading and tell every open stream to end."""
         self._closing.set()
+        self.token_listeners.close()
         with self._lock:
             everyone = [s for subs in self._subscriptions.values() for s in subs]
         for subscription in everyone:

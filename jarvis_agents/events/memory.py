@@ -17,6 +17,14 @@ from jarvis_agents.events.messages import (
     step_event,
 )
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Subscription
+from jarvis_agents.events.tokens import (
+    Listen,
+    Registration,
+    ReplyTokens,
+    TokenBatch,
+    TokenBatcher,
+    token_event,
+)
 from jarvis_agents.lifecycle import Agent, Step
 
 
@@ -29,6 +37,8 @@ class MemoryEventBus:
         self._lock = threading.Lock()
         self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
         self._dropping = 0
+        self.token_listeners: dict[uuid.UUID, int] = defaultdict(int)
+        self._tokens = TokenBatcher(publish=self._publish_tokens, listening=self._listening)
 
     def subscribe(self, channel: str) -> Subscription:
         subscription = Subscription(channel, source=self)
@@ -78,6 +88,27 @@ class MemoryEventBus:
         if status:
             self.publish_status(agent)
 
+    def reply_tokens(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
+        return self._tokens.reply(agent_id, step)
+
+    def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
+        with self._lock:
+            self.token_listeners[agent_id] += 1
+        return Registration(self.leave_tokens, agent_id)
+
+    def leave_tokens(self, agent_id: uuid.UUID) -> None:
+        with self._lock:
+            self.token_listeners[agent_id] -= 1
+
+    def _listening(self, agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        with self._lock:
+            return {a for a in agent_ids if self.token_listeners.get(a, 0) > 0}
+
+    def _publish_tokens(self, batches: Sequence[TokenBatch]) -> None:
+        for agent_id, step, text in batches:
+            self._put(Message(AGENT_CHANNEL.format(agent_id), "token",
+                              token_event(agent_id, step, text)))
+
     def publish_status(self, agent: Agent) -> None:
         self._put(Message(AGENT_CHANNEL.format(agent.id), "status", status_event(agent)))
         self._put(Message(USER_CHANNEL.format(agent.user_id), "status", status_event(agent)))
@@ -87,3 +118,4 @@ class MemoryEventBus:
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         return True  # nothing is ever waiting: every publish is delivered as it is made
+

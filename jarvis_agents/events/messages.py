@@ -23,7 +23,7 @@ CONTROL_CHANNEL: Final = "jarvis:control"
 
 @dataclass(frozen=True)
 class Message:
-    """One message as a subscriber sees it: `kind` is "step", "status" or "cancel"."""
+    """One message as a subscriber sees it: `kind` is "step", "status", "token" or "cancel"."""
 
     channel: str
     kind: str

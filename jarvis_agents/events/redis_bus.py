@@ -32,6 +32,14 @@ from jarvis_agents.events.messages import (
     step_event,
 )
 from jarvis_agents.events.subscription import Subscription
+from jarvis_agents.events.tokens import (
+    Listen,
+    ReplyTokens,
+    TokenBatch,
+    TokenBatcher,
+    redis_listening,
+    token_event,
+)
 from jarvis_agents.lifecycle import Agent, Step
 
 log = logging.getLogger(__name__)
@@ -45,6 +53,7 @@ class RedisEventBus:
         self._hub = hub
         self._sender: _Sender | None = None
         self._sender_lock = threading.Lock()
+        self._tokens: TokenBatcher | None = None
 
     @property
     def hub(self) -> EventHub:
@@ -75,6 +84,29 @@ class RedisEventBus:
             messages += _status_messages(agent)
         if messages:
             self._background().put(messages)
+
+    def reply_tokens(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
+        """The `on_delta` of one reply (use it as a context manager around the model call):
+        its text goes out as token events while somebody listens (events.tokens)."""
+        batcher = self._tokens
+        if batcher is None or batcher.pid != os.getpid():
+            with self._sender_lock:
+                batcher = self._tokens
+                if batcher is None or batcher.pid != os.getpid():
+                    batcher = self._tokens = TokenBatcher(
+                        publish=self._publish_tokens, listening=redis_listening(self.redis))
+        return batcher.reply(agent_id, step)
+
+    def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
+        """Register as a listener of the agent's tokens until the result is closed."""
+        return self.hub.listen_tokens(agent_id)
+
+    def _publish_tokens(self, batches: Sequence[TokenBatch]) -> None:
+        # Through the same sender as the steps: a reply's tokens go before its steps.
+        self._background().put([
+            (AGENT_CHANNEL.format(agent_id), encode("token", token_event(agent_id, step, text)))
+            for agent_id, step, text in batches
+        ])
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until the events queued so far are sent (or dropped); False on timeout."""

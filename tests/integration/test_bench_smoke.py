@@ -39,7 +39,7 @@ def bench_redis(request: pytest.FixtureRequest) -> list[str]:
     return ["--redis-url", request.getfixturevalue("redis_url")]
 
 
-@pytest.mark.timeout(300)  # seven scenarios, ~130 s on a quiet machine
+@pytest.mark.timeout(360)  # eight scenarios, ~150 s on a quiet machine
 def test_quick_bench_runs_every_scenario_to_completion(
     tmp_path: Path, pg_server_url: str, bench_redis: list[str]
 ) -> None:
@@ -67,7 +67,7 @@ def test_quick_bench_runs_every_scenario_to_completion(
         env=env,
         capture_output=True,
         text=True,
-        timeout=270,
+        timeout=330,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(raw.read_text())
@@ -145,7 +145,16 @@ def test_quick_bench_runs_every_scenario_to_completion(
     (routed,) = routing["runs"]
     assert routed["completed"] == routing["sizes"]["agents"]
 
+    tokens = results["tokens"]  # subscribers with ?tokens=1, models writing through the batcher
+    (live,) = tokens["runs"]
+    assert live["streams"] == tokens["sizes"]["subscribers"]
+    assert live["tokens_written"] > 0 and live["batches_published"] > 0
+    assert live["events_received"] == live["events_expected"]
+    assert live["complete_streams"] == live["streams"]
+
     numbers = [
+        live["p99_ms"],
+        live["api_cpu_us_per_token"],
         hooked["ratio"],
         hooked["cpu_ratio"],
         routed["ratio"],

@@ -319,3 +319,74 @@ def test_run_continue_and_thread_ask_follow_ups_and_fork_re_runs_from_a_step(liv
                           "the nearest valid values are 0 or 3")
     assert_one_line_error(jarvis(live_stack, "run", "--continue", "--thread", first_id, "hi"),
                           "not both")
+
+
+# --- live tokens -------------------------------------------------------------------------
+
+
+def test_run_with_tokens_prints_the_replies_as_written_then_the_steps(live_stack: LiveStack) -> None:
+    result = jarvis(live_stack, "run", "--tokens", "What is 1234 * 902?")
+    assert result.returncode == 0, result.stderr
+    # In a pipe the text cannot be erased: it stays, each reply ended by a newline.
+    assert "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902\n" in result.stdout
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line in CALC_LINES] == CALC_LINES
+    as_json = jarvis(live_stack, "run", "--json", "--tokens", "What is 1234 * 902?")
+    events = [json.loads(line) for line in as_json.stdout.splitlines()]
+    written = "".join(e["delta"] for e in events if e["event"] == "token" and e["step"] == 0)
+    assert written == "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902"
+    assert [e["event"] for e in events if e["event"] != "token"] == [
+        "think", "act", "observe", "think", "final", "done"]
+
+
+def run_on_a_terminal(stack: LiveStack, *args: str, timeout_s: float = 60) -> str:
+    """What `jarvis-agents ARGS` writes to a terminal (a pseudo-terminal), control codes and all."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([*CLI, *args], env=stack.client_env(TERM="xterm", COLUMNS="200"),
+                               stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    out = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the process has exited and closed its side
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert process.wait(timeout=10) == 0, out
+    return out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_run_on_a_terminal_shows_the_reply_live_then_replaces_it_with_the_steps(
+    live_stack: LiveStack,
+) -> None:
+    live_stack.fake.chunk_delay_s = 0.02
+    try:
+        shown = run_on_a_terminal(live_stack, "run", "What is 1234 * 902?")
+        quiet = run_on_a_terminal(live_stack, "run", "--no-tokens", "What is 1234 * 902?")
+    finally:
+        live_stack.fake.chunk_delay_s = 0.0
+    # Colours and the cursor shown or hidden, not the moves and erasures.
+    shown, quiet = (re.sub(r"\x1b\[[0-9;?]*[mlh]", "", text) for text in (shown, quiet))
+    written = shown.index("THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902")
+    erased = shown.index("\r\x1b[2A\x1b[J", written)  # the 3 lines erased, then the steps
+    assert shown.index("THINK    I need to compute\nACT      calculate(1234 * 902)") > erased
+    assert shown.count("calculate(1234 * 902)") == 1
+    assert shown.index("FINAL_ANSWER: 1113068\r\x1b[1A\x1b[J") < shown.index("FINAL    1113068")
+    assert "INPUT: 1234" not in quiet and "calculate(1234 * 902)" in quiet
+
+
+def test_watch_with_tokens_shows_the_replies_of_an_agent_started_elsewhere(live_stack: LiveStack) -> None:
+    agent_id = detach(live_stack, "slow: what is 1234 * 902?")  # each reply takes SLOW_TURN_S
+    result = jarvis(live_stack, "watch", "--json", "--tokens", agent_id)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    written = "".join(e["delta"] for e in events if e["event"] == "token" and e["step"] == 1)
+    assert written == "THOUGHT: done\nFINAL_ANSWER: 1113068"  # the second reply, whole
+    assert events[-1]["event"] == "done"

@@ -275,3 +275,31 @@ def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, l
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
     assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
     expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
+
+
+def test_the_reply_appears_live_while_the_model_writes_it(page: Any, live_stack: LiveStack) -> None:
+    live_stack.fake.chunk_delay_s = 0.15  # a word every 150 ms: a second or more a reply
+    try:
+        sign_in(page, live_stack.api_key)
+        # Every text the live reply shows, as it changes (a poll could miss the last ones).
+        page.evaluate("""() => {
+          window.written = [];
+          new MutationObserver(() => {
+            const body = document.querySelector('[data-testid="writing"] .step-body');
+            if (body) window.written.push(body.textContent);
+          }).observe(document.getElementById("steps"),
+                     { childList: true, subtree: true, characterData: true });
+        }""")
+        start(page, "What is 1234 * 902?")
+        writing = page.locator('[data-testid="writing"]')
+        expect(writing).to_contain_text("THOUGHT: ")  # before any step of that reply
+        assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
+        expect(writing).to_have_count(0)  # the steps replaced it
+        shown = page.evaluate("window.written")
+        # The page may have joined during the first reply (its stream opens after the
+        # create): the second one it sees whole, word by word.
+        whole = "THOUGHT: done\nFINAL_ANSWER: 1113068"
+        grew = {text for text in shown if text and whole.startswith(text)}
+        assert whole in shown and len(grew) >= 3, shown
+    finally:
+        live_stack.fake.chunk_delay_s = 0.0

@@ -1,0 +1,341 @@
+"""Live tokens (CONTRACT §6): a reply's text as the model writes it, to whoever listens.
+
+Nothing about tokens is persisted. The worker hands each piece of a reply's text to
+a `ReplyTokens` (the model's `on_delta`); the pieces are batched — sent every
+`interval_s` or once `max_bytes` have gathered, whichever comes first — and published
+on the agent's channel as `token` messages, between the bus's other messages in
+order, so that a reply's tokens come before its step events.
+
+They are published only while someone listens to that agent with tokens on. An API
+stream with `?tokens=1` registers as a listener (`TokenListeners`: a Redis hash per
+agent, one field per API process, expiring unless refreshed while its streams are
+open); the worker's `TokenBatcher` asks Redis whether the hash exists, for all the
+agents with a batch due in one pipelined round trip, and remembers a "yes" for
+`heard_s`. An agent nobody watches costs an `EXISTS` per batch interval of the
+process at most, never a publish. A batch is checked when it is sent, after the
+listener registered, so a client that joins mid-reply gets every delta written
+after it joined (and perhaps a few written up to one interval before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Final, Protocol, Self
+
+log = logging.getLogger(__name__)
+
+TOKEN_LISTENERS: Final = "jarvis:tokens:{}"  # a hash: one field per API process listening
+LISTENER_TTL_S: Final = 10.0  # a listener's registration lapses unless refreshed
+REFRESH_S: Final = 3.0
+
+# A published batch: (agent id, step, text).
+TokenBatch = tuple[uuid.UUID, int, str]
+Publish = Callable[[Sequence[TokenBatch]], None]
+Listening = Callable[[Sequence[uuid.UUID]], set[uuid.UUID]]
+
+
+def token_event(agent_id: uuid.UUID, step: int, delta: str) -> dict[str, Any]:
+    """The data of a `token` event (CONTRACT §6)."""
+    return {"agent_id": str(agent_id), "step": step, "delta": delta}
+
+
+class Listen(Protocol):
+    """One stream's registration as a token listener; close it when the stream ends."""
+
+    def close(self) -> None: ...
+
+
+class ReplyTokens:
+    """One reply's token stream: call it with each piece of text (the `on_delta`).
+
+    Use it as a context manager around the model call: leaving the block normally
+    sends what is left (before the caller publishes the reply's steps); leaving on an
+    error drops it.
+    """
+
+    def __init__(self, batcher: TokenBatcher, agent_id: uuid.UUID, step: int) -> None:
+        self.batcher = batcher
+        self.agent_id = agent_id
+        self.step = step
+        self._pieces: list[str] = []
+        self.size = 0  # characters waiting
+        self.since = 0.0  # time.monotonic() of the oldest piece waiting
+        self._buffer = threading.Lock()  # held briefly: appends never wait for Redis
+        self.sending = threading.Lock()  # held across a batch's check and publish: order
+
+    def __call__(self, text: str) -> None:
+        if not text:
+            return
+        with self._buffer:
+            first = not self._pieces
+            self._pieces.append(text)
+            self.size += len(text)
+            if first:
+                self.since = time.monotonic()
+            full = self.size >= self.batcher.max_bytes
+        if first or full:
+            self.batcher.due(self, now=full)
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._pieces)
+
+    def take(self) -> str:
+        with self._buffer:
+            text = "".join(self._pieces)
+            self._pieces.clear()
+            self.size = 0
+        return text
+
+    def __enter__(self) -> Self:
+        self.batcher.opened(self)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.batcher.send_rest(self)
+        finally:
+            self.batcher.closed(self)
+
+
+class TokenBatcher:
+    """Batches the token streams of one process's replies; one thread sends them."""
+
+    def __init__(
+        self, *, publish: Publish, listening: Listening, interval_s: float = 0.05,
+        max_bytes: int = 256, heard_s: float = 1.0,
+    ) -> None:
+        self.publish = publish
+        self.listening = listening
+        self.interval_s = interval_s
+        self.max_bytes = max_bytes
+        self.heard_s = heard_s
+        self.pid = os.getpid()
+        self._open: set[ReplyTokens] = set()
+        self._heard_until: dict[uuid.UUID, float] = {}
+        self._silent_at: dict[uuid.UUID, float] = {}  # when Redis last said nobody listens
+        self._changed = threading.Condition(threading.Lock())
+        self._urgent = False
+        self._thread: threading.Thread | None = None
+
+    def reply(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
+        return ReplyTokens(self, agent_id, step)
+
+    def opened(self, reply: ReplyTokens) -> None:
+        with self._changed:
+            self._open.add(reply)
+
+    def closed(self, reply: ReplyTokens) -> None:
+        with self._changed:
+            self._open.discard(reply)
+
+    def due(self, reply: ReplyTokens, *, now: bool) -> None:
+        """A reply has text waiting (`now`: enough to send at once): wake the sender."""
+        with self._changed:
+            self._urgent = self._urgent or now
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="jarvis-tokens", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def send_rest(self, reply: ReplyTokens) -> None:
+        """The reply is complete: send what it still holds, on the caller's thread."""
+        with reply.sending:
+            if not reply.waiting:
+                return
+            heard = self._heard([reply.agent_id], recent_silence_s=self.interval_s)
+            text = reply.take()
+            if reply.agent_id in heard:
+                self._publish([(reply.agent_id, reply.step, text)])
+
+    # --- the sender thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                wait_s = self._next_wait()
+                while wait_s is None or (wait_s > 0 and not self._urgent):
+                    self._changed.wait(wait_s)
+                    wait_s = self._next_wait()
+                self._urgent = False
+                replies = list(self._open)
+            if not self._send(replies):
+                time.sleep(0.001)  # a due reply is sending its last batch itself
+
+    def _next_wait(self) -> float | None:
+        """Seconds until the oldest waiting batch is due; None when none waits."""
+        oldest = min((r.since for r in self._open if r.waiting), default=None)
+        if oldest is None:
+            return None
+        return max(0.0, oldest + self.interval_s - time.monotonic())
+
+    def _send(self, replies: Iterable[ReplyTokens]) -> bool:
+        """Send the batches that are due; False if one was busy and nothing was sent."""
+        now = time.monotonic()
+        held = []
+        try:
+            for reply in replies:
+                if not reply.waiting:
+                    continue
+                if now - reply.since < self.interval_s and reply.size < self.max_bytes:
+                    continue
+                if reply.sending.acquire(blocking=False):  # else its last batch is going out
+                    held.append(reply)
+            if not held:
+                return False
+            heard = self._heard(list({r.agent_id for r in held}), recent_silence_s=0.0)
+            batches = [(r.agent_id, r.step, r.take()) for r in held]
+            self._publish([b for b in batches if b[0] in heard and b[2]])
+        except Exception as exc:  # noqa: BLE001 - tokens are best effort; the steps are not
+            log.warning("could not send live tokens: %s", exc)
+        finally:
+            for reply in held:
+                reply.sending.release()
+        return True
+
+    # --- who listens ----------------------------------------------------------------
+
+    def _heard(self, agent_ids: list[uuid.UUID], *, recent_silence_s: float) -> set[uuid.UUID]:
+        """Of `agent_ids`, those somebody listens to: remembered, else asked of Redis."""
+        now = time.monotonic()
+        heard = {a for a in agent_ids if self._heard_until.get(a, 0.0) > now}
+        unknown = [a for a in agent_ids if a not in heard
+                   and now - self._silent_at.get(a, -1e9) >= recent_silence_s]
+        if not unknown:
+            return heard
+        try:
+            found = self.listening(unknown)
+        except Exception as exc:  # noqa: BLE001 - Redis away: nobody hears tokens meanwhile
+            log.debug("could not ask who listens to tokens: %s", exc)
+            return heard
+        for agent_id in unknown:
+            if agent_id in found:
+                self._heard_until[agent_id] = now + self.heard_s
+                self._silent_at.pop(agent_id, None)
+            else:
+                self._silent_at[agent_id] = now
+                self._heard_until.pop(agent_id, None)
+        if len(self._silent_at) > 10_000:  # agents long gone: forget them
+            self._silent_at = {a: t for a, t in self._silent_at.items() if now - t < 60}
+        if len(self._heard_until) > 10_000:
+            self._heard_until = {a: t for a, t in self._heard_until.items() if t > now}
+        return heard | found
+
+    def _publish(self, batches: Sequence[TokenBatch]) -> None:
+        if batches:
+            self.publish(batches)
+
+
+def redis_listening(redis_client: Any) -> Listening:
+    """Of the agents given, those with a token listener registered (one round trip)."""
+
+    def listening(agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        pipe = redis_client.pipeline(transaction=False)
+        for agent_id in agent_ids:
+            pipe.exists(TOKEN_LISTENERS.format(agent_id))
+        return {a for a, found in zip(agent_ids, pipe.execute(), strict=True) if found}
+
+    return listening
+
+
+class TokenListeners:
+    """An API process's token listeners, registered in Redis (see the module's docstring).
+
+    The first stream of an agent adds this process's field to the agent's hash, the
+    last one removes it; meanwhile a thread renews the hash's expiry every REFRESH_S,
+    so a process that dies without a goodbye stops counting within LISTENER_TTL_S.
+    """
+
+    def __init__(self, redis_client: Any, *, ttl_s: float = LISTENER_TTL_S,
+                 refresh_s: float = REFRESH_S) -> None:
+        self.redis = redis_client
+        self.ttl_s = ttl_s
+        self.refresh_s = refresh_s
+        self.field = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._counts: dict[uuid.UUID, int] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def listen(self, agent_id: uuid.UUID) -> Listen:
+        with self._lock:
+            count = self._counts.get(agent_id, 0)
+            self._counts[agent_id] = count + 1
+        if count == 0:
+            self._register(agent_id)
+        self._start()
+        return Registration(self.leave, agent_id)
+
+    def count(self, agent_id: uuid.UUID) -> int:
+        with self._lock:
+            return self._counts.get(agent_id, 0)
+
+    def leave(self, agent_id: uuid.UUID) -> None:
+        with self._lock:
+            count = self._counts.get(agent_id, 0) - 1
+            if count > 0:
+                self._counts[agent_id] = count
+                return
+            self._counts.pop(agent_id, None)
+        with contextlib.suppress(Exception):  # it lapses by itself
+            self.redis.hdel(TOKEN_LISTENERS.format(agent_id), self.field)
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def _register(self, agent_id: uuid.UUID) -> None:
+        key = TOKEN_LISTENERS.format(agent_id)
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(key, self.field, "1")
+            pipe.expire(key, int(self.ttl_s))
+            pipe.execute()
+        except Exception as exc:  # noqa: BLE001 - no tokens until the next refresh
+            log.warning("could not register a token listener of agent %s: %s", agent_id, exc)
+
+    def _start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._refresh, daemon=True,
+                                                    name="jarvis-token-listeners")
+                    self._thread.start()
+
+    def _refresh(self) -> None:
+        while not self._closing.wait(self.refresh_s):
+            with self._lock:
+                agents = list(self._counts)
+            if not agents:
+                continue
+            try:
+                pipe = self.redis.pipeline(transaction=False)
+                for agent_id in agents:
+                    key = TOKEN_LISTENERS.format(agent_id)
+                    pipe.hset(key, self.field, "1")
+                    pipe.expire(key, int(self.ttl_s))
+                pipe.execute()
+            except Exception as exc:  # noqa: BLE001 - Redis away; try again next time
+                log.warning("could not renew %s token listeners: %s", len(agents), exc)
+
+
+class Registration:
+    """One stream's token listening: `close()` calls `leave(agent_id)`, once."""
+
+    def __init__(self, leave: Callable[[uuid.UUID], None], agent_id: uuid.UUID) -> None:
+        self._leave: Callable[[uuid.UUID], None] | None = leave
+        self.agent_id = agent_id
+
+    def close(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            leave(self.agent_id)

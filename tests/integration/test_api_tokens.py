@@ -1,0 +1,142 @@
+"""Live tokens end to end (CONTRACT §6): `?tokens=1` over real SSE, a real worker, the test
+model server streaming slowly on either protocol; nothing published when nobody listens."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.support.api_server import CALC_SCRIPT, Event, EventStream, wait_until
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api
+
+STEP_EVENTS = ["think", "act", "observe", "think", "final"]
+MODELS = {"ollama": "test-model", "openai": "openai/test-model"}
+
+
+class Published:
+    """Every message published on the agents' channels, read from Redis itself."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.psubscribe("jarvis:agent:*")
+        self.kinds: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            message = self.pubsub.get_message(timeout=0.1)
+            if message is not None and message["type"] == "pmessage":
+                self.kinds.append(json.loads(message["data"])["kind"])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.pubsub.close()
+        self.client.close()
+
+
+@pytest.fixture
+def published(redis_url: str) -> Iterator[Published]:
+    watcher = Published(redis_url)
+    yield watcher
+    watcher.close()
+
+
+def replies_by_step(events: list[Event]) -> dict[int, str]:
+    told: dict[int, str] = {}
+    for event in events:
+        if event.event == "token":
+            told[event.data["step"]] = told.get(event.data["step"], "") + event.data["delta"]
+    return told
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_tokens_stream_each_reply_before_its_steps(api_env, start_api, start_worker, fake_ollama,
+                                                   provider):
+    fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
+    fake_ollama.chunk_delay_s = 0.03  # a word every 30 ms
+    env = {**api_env, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1"}
+    api = start_api(env)
+    start_worker(env)
+    with api.client(api.user()) as http, EventStream(
+        http, "POST", "/api/v1/agents/stream", params={"tokens": "1"},
+        json={"goal": "What is 1234 * 902?", "model": MODELS[provider], "mode": "react"},
+    ) as stream:
+        events = stream.rest()
+    steps = [e for e in events if e.event != "token"]
+    assert [e.event for e in steps] == [*STEP_EVENTS, "done"]
+    assert [e.id for e in steps] == ["1", "2", "3", "4", "5", None]
+    tokens = [e for e in events if e.event == "token"]
+    assert all(e.id is None for e in tokens)
+    assert len(tokens) > 4  # written as the model wrote, not in one piece
+    assert set(tokens[0].data) == {"agent_id", "step", "delta"}
+    assert replies_by_step(events) == dict(enumerate(CALC_SCRIPT))
+    for step in (0, 1):  # an iteration's tokens come before its step events
+        names = [(e.event, e.data.get("step")) for e in events]
+        last_token = max(i for i, n in enumerate(names) if n == ("token", step))
+        assert last_token < names.index(("think", step))
+
+
+def test_no_token_is_published_while_nobody_listens_with_tokens(
+    api_env, start_api, start_worker, fake_ollama, published, redis_url
+):
+    fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
+    fake_ollama.chunk_delay_s = 0.02
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        # A stream without tokens, and none at all, publish steps only.
+        with EventStream(http, "POST", "/api/v1/agents/stream",
+                         json={"goal": "What is 1234 * 902?"}) as stream:
+            events = stream.rest()
+        assert [e.event for e in events] == [*STEP_EVENTS, "done"]
+        agent = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"}).json()
+        http.get(f"/api/v1/agents/{agent['id']}", params={"wait": 20})
+        wait_until(lambda: published.kinds.count("step") >= 10)
+        assert "token" not in published.kinds
+        keys = redis.Redis.from_url(redis_url).keys("jarvis:tokens:*")
+        assert keys == []
+
+        # With a listener, they are; once it has gone, its registration is too.
+        with EventStream(http, "POST", "/api/v1/agents/stream", params={"tokens": "1"},
+                         json={"goal": "What is 1234 * 902?"}) as stream:
+            assert "token" in [e.event for e in stream.rest()]
+        assert "token" in published.kinds
+        wait_until(lambda: not redis.Redis.from_url(redis_url).keys("jarvis:tokens:*"), 5)
+
+
+def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(api_env, start_api, start_worker,
+                                                          fake_ollama):
+    reply = " ".join(f"word{i}" for i in range(40))
+    fake_ollama.responder = fake_ollama.by_turn([f"THOUGHT: counting\nFINAL_ANSWER: {reply}"])
+    fake_ollama.chunk_delay_s = 0.05  # ~2 s for the reply
+    api = start_api(api_env)
+    start_worker(api_env)
+    with api.client(api.user()) as http:
+        agent = http.post("/api/v1/agents", json={"goal": "count"}).json()
+        assert fake_ollama.wait_for_chunks(10, timeout_s=20)  # the model is mid-reply
+        with EventStream(http, "GET", f"/api/v1/agents/{agent['id']}/events",
+                         params={"tokens": "1"}) as stream:
+            events = stream.rest()
+    told = replies_by_step(events)[0]
+    whole = f"THOUGHT: counting\nFINAL_ANSWER: {reply}"
+    assert whole.endswith(told) and 0 < len(told) < len(whole)
+    assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
+
+
+def test_tokens_must_be_0_or_1(api_env, start_api):
+    api = start_api(api_env)
+    with api.client(api.user()) as http:
+        response = http.get(f"/api/v1/agents/{'0' * 8}-0000-0000-0000-{'0' * 12}/events",
+                            params={"tokens": "yes"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_tokens"
