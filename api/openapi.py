@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import schemas
+from api import responses, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -345,7 +345,7 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
     spec.components.schema("CreateAgent", create)
     spec.components.schema("Approval", _add_model(spec, schemas.ApprovalBody, mode="validation"))
     spec.components.schema("ForkAgent", _add_model(spec, ForkAgent, mode="validation"))
-    for model in schemas.RESPONSE_MODELS:
+    for model in responses.RESPONSE_MODELS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
     for path, operations in _operations().items():
         shared = operations.pop("parameters", None)
