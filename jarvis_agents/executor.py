@@ -45,6 +45,7 @@ from jarvis_agents.lifecycle import (
 from jarvis_agents.llm.base import ChatModel
 from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.threads import with_context
+from jarvis_agents.timings import NoTimings, Timings
 from jarvis_agents.tools.registry import ToolRegistry
 
 # At most this many tool calls of one reply run at once.
@@ -65,33 +66,6 @@ class StepStore(Protocol):
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
     ) -> bool: ...
     def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None: ...
-
-
-class Timings(Protocol):
-    """Where the loop reports how long things took (Prometheus in production)."""
-
-    def planning(self, seconds: float) -> None: ...
-    def tool(self, name: str, seconds: float) -> None: ...
-    def step(self, kind: str) -> None: ...
-    def agent(self, status: str, seconds: float) -> None: ...
-    def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None: ...
-
-
-class _NoTimings:
-    def planning(self, seconds: float) -> None:
-        pass
-
-    def tool(self, name: str, seconds: float) -> None:
-        pass
-
-    def step(self, kind: str) -> None:
-        pass
-
-    def agent(self, status: str, seconds: float) -> None:
-        pass
-
-    def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -147,7 +121,7 @@ class Executor:
         self.tools = tools
         self.events = events
         self.limits = limits
-        self.timings = timings or _NoTimings()
+        self.timings = timings or NoTimings()
         self.approvals = approvals or ApprovalGate()
 
     def run(

@@ -315,11 +315,10 @@ class AgentRunner:
                                         queue=queue_for(models.get(agent_id)))
                 count += 1
         self._expire_approvals(now)
-        # A message prefetched by a worker that was then killed is gone with it (agent
-        # runs have no unacked bookkeeping in Redis: `ack_emulation` in workers.celery_app), and one whose
-        # enqueue failed was never sent: the claim's compare-and-set makes a duplicate
-        # a no-op. An agent whose model no live worker takes is not queued again: its
-        # message waits on its model's queue, and a copy a minute would only pile up.
+        # A message a killed worker had taken is gone with it (no unacked bookkeeping in
+        # Redis: workers.celery_app), and one whose enqueue failed was never sent; the
+        # claim's compare-and-set makes a duplicate a no-op. An agent whose model no live
+        # worker takes is not queued again: its message waits on its model's queue.
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
         claimed = self.repository.requeue_pending(untouched_before=pending_before)
         models = self.repository.models_of([agent_id for agent_id, _ in claimed])
