@@ -110,8 +110,10 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
               help="How the model is asked to use tools (default: the original's).")
 @click.option("--detach", is_flag=True, help="Print the new agent's id and return at once.")
 @json_option
+@tokens_option
 def fork(agent_id: str, after_seq: int, goal: str | None, model: str | None,
-         max_steps: int | None, mode: str | None, detach: bool, as_json: bool) -> None:
+         max_steps: int | None, mode: str | None, detach: bool, as_json: bool,
+         tokens: bool | None) -> None:
     """Re-run an ended agent from step SEQ: a new agent starts from copies of its steps
     1..SEQ and goes on live; Ctrl-C cancels it. Exits like `run`."""
     from jarvis_agents.cli.terminal import make_console, print_json
@@ -126,9 +128,10 @@ def fork(agent_id: str, after_seq: int, goal: str | None, model: str | None,
             click.echo(agent["id"])
         return
     new_id = agent["id"]
+    live = wants_tokens(tokens, make_console(), as_json=as_json)
     try:
-        status = follow(client, new_id, client.events(new_id), as_json=as_json,
-                        started=time.monotonic(),
+        status = follow(client, new_id, client.events(new_id, tokens=live), as_json=as_json,
+                        started=time.monotonic(), tokens=live,
                         header=f"agent {new_id}, forked from {agent_id} after step {after_seq}")
     except KeyboardInterrupt:
         cancel_quietly(client, new_id)

@@ -237,7 +237,7 @@ def _usage(usage: dict[str, Any] | None) -> str | None:
     if not usage or not usage.get("model_calls"):
         return None
     return (f"{usage['input_tokens']} tokens in, {usage['output_tokens']} out, "
-            f"{usage['model_calls']} model calls")
+            f"{usage['model_calls']} model call{'' if usage['model_calls'] == 1 else 's'}")
 
 
 def _context(context: dict[str, Any] | None) -> str | None:
