@@ -34,7 +34,14 @@ def check_schema(schema: object) -> dict[str, Any]:
         raise RequestError("`output_schema` must be a JSON Schema object, such as "
                            '{"type": "object", "properties": {"answer": {"type": "string"}}}',
                            code="invalid_output_schema")
-    size = len(json.dumps(schema, ensure_ascii=False).encode())
+    try:
+        size = len(json.dumps(schema, ensure_ascii=False).encode())
+    except UnicodeEncodeError:
+        raise RequestError("`output_schema` must be valid Unicode text (no lone surrogates)",
+                           code="invalid_output_schema") from None
+    if _has_nul(schema):  # PostgreSQL stores no NUL character in JSON
+        raise RequestError("`output_schema` must not contain NUL characters",
+                           code="invalid_output_schema")
     if size > MAX_SCHEMA_BYTES:
         raise RequestError(f"`output_schema` is {size} bytes; at most {MAX_SCHEMA_BYTES} "
                            "(16 KiB) are accepted", code="invalid_output_schema")
@@ -46,6 +53,17 @@ def check_schema(schema: object) -> dict[str, Any]:
         raise RequestError(f"`output_schema` is not a valid JSON Schema (Draft 2020-12){at}: "
                            f"{exc.message}", code="invalid_output_schema") from None
     return schema
+
+
+def _has_nul(value: object) -> bool:
+    """Whether a NUL character is in any key or string of a decoded JSON value."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
 
 
 def parse_answer(answer: str, schema: Mapping[str, Any]) -> tuple[Any, str | None]:

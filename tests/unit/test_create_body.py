@@ -40,6 +40,9 @@ REFUSED = [
      "`output_schema` is not a valid JSON Schema (Draft 2020-12) at `type`: 'nope' is not"),
     ({"goal": "x", "output_schema": {"description": "x" * 17000}},
      "`output_schema` is 17019 bytes; at most 16384 (16 KiB) are accepted"),
+    # What PostgreSQL cannot store is a 400, not a 500 (found by Schemathesis).
+    ({"goal": "x", "output_schema": {"properties": {"a\u0000": {}}}},
+     "`output_schema` must not contain NUL characters"),
     ({"goal": "x", "priority": "high"}, "unknown field `priority` (a create takes goal, max_steps"),
 ]
 
