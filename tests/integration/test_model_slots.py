@@ -152,6 +152,7 @@ def test_a_waiting_call_is_queued_again_when_redis_restarts_empty(processes, red
     release.set()
     holder.join(5)
     waiter.join(5)
+    assert not holder.is_alive() and not waiter.is_alive()  # both calls ended
 
 
 def test_a_slot_granted_to_a_call_already_gone_is_given_back(processes, redis_url):

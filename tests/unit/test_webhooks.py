@@ -52,7 +52,7 @@ def test_global_addresses_pass(address: str) -> None:
     "HTTPS://Example.COM/x", "http://exämple.com/", "http://user:pw@example.com/hook?a=1",
 ])
 def test_valid_urls_parse(url: str) -> None:
-    parse_webhook_url(url)
+    assert parse_webhook_url(url).scheme in {"http", "https"}
 
 
 @pytest.mark.parametrize("url", [
