@@ -180,8 +180,9 @@ class ChatModel(Protocol):
 
         `on_delta(text)` is called on the calling thread with each piece of the reply's
         text as it arrives (not its reasoning); the pieces of a call that succeeds,
-        joined, are its `content`. An attempt cut short and retried starts its pieces
-        again from the beginning of the reply. It must not raise.
+        joined, are its `content`. An attempt cut short and retried does not hand on
+        again what an earlier one did; should its text depart from that, nothing more
+        is handed on (`llm.attempts.AttemptDeltas`). It must not raise.
         """
         ...
 

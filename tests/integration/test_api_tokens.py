@@ -133,6 +133,26 @@ def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(api_env, start_api, s
     assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
 
 
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_reply_retried_after_its_stream_broke_is_told_once(api_env, start_api, start_worker,
+                                                            fake_ollama, provider):
+    whole = "THOUGHT: counting\nFINAL_ANSWER: " + " ".join(f"word{i}" for i in range(30))
+    fake_ollama.responder = fake_ollama.by_turn([whole])
+    fake_ollama.chunk_delay_s = 0.03  # several batches of tokens go out before the cut
+    fake_ollama.drop_next(1, after_chunks=12)
+    env = {**api_env, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1"}
+    api = start_api(env)
+    start_worker(env)
+    with api.client(api.user()) as http, EventStream(
+        http, "POST", "/api/v1/agents/stream", params={"tokens": "1"},
+        json={"goal": "count", "model": MODELS[provider], "mode": "react"},
+    ) as stream:
+        events = stream.rest()
+    assert fake_ollama.call_count == 2  # the reply was asked for again
+    assert replies_by_step(events) == {0: whole}  # its start told once, not twice
+    assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
+
+
 def test_tokens_must_be_0_or_1(api_env, start_api):
     api = start_api(api_env)
     with api.client(api.user()) as http:

@@ -185,7 +185,20 @@ def test_a_stream_cut_short_is_retried_and_never_half_returned(
     deltas: list[str] = []
     reply = reply_to(chat_model, deltas=deltas)
     assert reply.content == LONG and model_server.call_count == 3
-    assert "".join(deltas).endswith(LONG)  # each attempt's pieces start again
+    assert "".join(deltas) == LONG  # the retries' repeated start is not handed on again
+
+
+def test_a_retry_that_writes_another_reply_hands_on_no_more_text(
+    model_server: FakeOllama, chat_model: Adapter
+) -> None:
+    other = LONG.replace("word2", "other2")  # a model that samples anew on the retry
+    model_server.responder = lambda request: LONG if model_server.call_count == 1 else other
+    model_server.drop_next(1, after_chunks=6)
+    deltas: list[str] = []
+    reply = reply_to(chat_model, deltas=deltas)
+    assert reply.content == other and model_server.call_count == 2
+    told = "".join(deltas)
+    assert told and LONG.startswith(told) and "other2" not in told  # one start, never two spliced
 
 
 def test_server_errors_and_rate_limits_are_retried(
