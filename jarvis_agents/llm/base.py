@@ -103,16 +103,21 @@ class ChatRequest:
     """What to ask a model.
 
     `tools` are offered as functions (native tool calling); `output_schema` asks for
-    a reply that is JSON valid against it, through the provider's structured output
-    (Ollama `format`, OpenAI `response_format`); `stop` ends the reply before any
-    of these strings (text mode); `think` asks a reasoning model to think (True),
-    not to (False), or leaves it to the server (None).
+    an answer that is JSON valid against it, through the provider's structured output
+    (Ollama `format`, OpenAI `response_format`) where it leaves tool calls possible:
+    OpenAI's holds the reply's text alone, so it goes with the tools; Ollama's holds
+    the whole reply, tool calls included, so beside tools it goes only when
+    `answer_due` (the model's answer was sent back for not matching the schema: what
+    it owes now is the answer). `stop` ends the reply before any of these strings
+    (text mode); `think` asks a reasoning model to think (True), not to (False), or
+    leaves it to the server (None).
     """
 
     messages: Sequence[ChatMessage]
     model: str
     tools: Sequence[ToolSpec] = ()
     output_schema: Mapping[str, Any] | None = None
+    answer_due: bool = False
     stop: Sequence[str] = ()
     think: bool | None = None
 

@@ -177,6 +177,8 @@ def _params(request: ChatRequest) -> dict[str, Any]:
     if request.tools:
         params["tools"] = [tool.as_function() for tool in request.tools]
     if request.output_schema is not None:
+        # With tools too: it holds the reply's text, not its tool calls (OpenAI; and
+        # llama.cpp's server, which then lets the model write either).
         params["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "answer", "schema": dict(request.output_schema)}}
     return params

@@ -46,11 +46,11 @@ class NativeStrategy:
 
     def request(self, agent: Agent, tools: ToolRegistry, history: Sequence[Step]) -> ChatRequest:
         specs = [ToolSpec(tool.name, tool.description, tool.input_schema) for tool in tools.listed()]
-        # The provider's structured output constrains every reply, so only where no
-        # tool call is possible: a reply held to the answer's schema cannot call one.
-        schema = agent.output_schema if not specs else None
+        # The provider's structured output, where it leaves the tools usable (ChatRequest).
+        last = max(history, key=lambda step: step.seq, default=None)
         return ChatRequest(build_messages(agent, history), model=agent.model, tools=specs,
-                           output_schema=schema)
+                           output_schema=agent.output_schema,
+                           answer_due=last is not None and last.type is StepType.ERROR)
 
     def rows(self, reply: ChatReply, *, step: int, seq: int, tools: ToolRegistry) -> list[Step]:
         now = utcnow()

@@ -174,8 +174,10 @@ def test_a_typed_answer_is_validated_sent_back_and_parsed(tools: ToolRegistry) -
     assert [m.role for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert "not JSON" in last[3].content and "temp" in last[5].content
     assert json.dumps(SCHEMA) not in last[1].content and '"required":["temp"]' in last[1].content
-    # No tools offered? Then the provider's structured output holds the reply to the schema.
-    assert model.requests[0].output_schema is None
+    # The schema goes to the provider each time; once an answer was sent back, the
+    # answer is what the model owes (Ollama then holds even a reply beside tools to it).
+    assert [r.output_schema for r in model.requests] == [SCHEMA] * 3
+    assert [r.answer_due for r in model.requests] == [False, True, True]
 
 
 def test_a_typed_answer_that_never_validates_fails_the_agent(tools: ToolRegistry) -> None:
