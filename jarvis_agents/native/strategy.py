@@ -28,7 +28,7 @@ from jarvis_agents.llm.base import (
     ToolSpec,
     new_call_id,
 )
-from jarvis_agents.tools.arguments import example
+from jarvis_agents.tools.arguments import ArgumentsError, check_arguments, example
 from jarvis_agents.tools.registry import ToolRegistry, ToolResult
 
 CALL_ID_MAX_CHARS = 100  # the column's width
@@ -86,6 +86,11 @@ class NativeStrategy:
         if call.arguments is None:
             return _told(f"The call of '{tool.name}' was not run: {call.error}. Call it again "
                          f"with arguments like {example(tool.input_schema)}", tool.name, started)
+        try:  # told in a function call's words, not the text contract's (registry.call)
+            check_arguments(tool.name, tool.input_schema, call.arguments,
+                            retry="Call it again with arguments like")
+        except ArgumentsError as exc:
+            return _told(str(exc), tool.name, started)
         return tools.call(tool.name, call.arguments, should_stop=should_stop)
 
 
