@@ -98,6 +98,18 @@ def test_run_shows_thoughts_tool_call_observation_answer_and_time(live_stack: Li
     assert len(lines) == 7
 
 
+def test_run_takes_a_mode_and_an_output_schema(live_stack: LiveStack, tmp_path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "integer"}')
+    result = jarvis(live_stack, "run", "--detach", "--mode", "react", "--output-schema",
+                    f"@{schema}", "What is 1234 * 902?")
+    assert result.returncode == 0, result.stderr
+    done = agent(live_stack, result.stdout.strip(), wait_s=30)
+    assert (done["mode"], done["output_schema"], done["output"]) == ("react", {"type": "integer"},
+                                                                     1113068)
+    assert_one_line_error(jarvis(live_stack, "run", "--output-schema", "{", "x"), "--output-schema")
+
+
 def test_run_json_prints_each_event_as_one_json_line(live_stack: LiveStack) -> None:
     result = jarvis(live_stack, "run", "--json", "--max-steps", "3", "What is 1234 * 902?")
 
