@@ -351,6 +351,18 @@ def test_run_with_tokens_prints_the_replies_as_written_then_the_steps(live_stack
         "think", "act", "observe", "think", "final", "done"]
 
 
+def test_run_with_tokens_prints_a_reply_asked_for_again_once(live_stack: LiveStack) -> None:
+    live_stack.fake.chunk_delay_s = 0.05  # a few batches of tokens go out before the cut
+    live_stack.fake.drop_next(1, after_chunks=6)
+    try:
+        result = jarvis(live_stack, "run", "--tokens", "What is 1234 * 902?")
+    finally:
+        live_stack.fake.chunk_delay_s = 0.0
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("THOUGHT: I need") == 1, result.stdout
+    assert "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902\n" in result.stdout
+
+
 def run_on_a_terminal(stack: LiveStack, *args: str, timeout_s: float = 60) -> str:
     """What `jarvis-agents ARGS` writes to a terminal (a pseudo-terminal), control codes and all."""
     import os
