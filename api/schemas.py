@@ -84,7 +84,8 @@ class CreateAgent(BaseModel):
     model: Annotated[
         Annotated[str, Field(json_schema_extra={"pattern": NO_BLANKS})] | None,
         Field(min_length=1, max_length=MODEL_MAX_CHARS,
-              description="Ollama model name (default: JARVIS_MODEL)."),
+              description="The model: NAME (the JARVIS_PROVIDER's), ollama/NAME or openai/NAME "
+                          "(default: JARVIS_MODEL)."),
     ] = None
     tools: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
