@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jarvis_agents.answers import check_schema
+from jarvis_agents.config import PROVIDERS
 from jarvis_agents.errors import RequestError
 from jarvis_agents.service import CreateRequest
 from jarvis_agents.webhooks.addresses import parse_webhook_url
@@ -83,7 +84,8 @@ class CreateAgent(BaseModel):
     model: Annotated[
         Annotated[str, Field(json_schema_extra={"pattern": NO_BLANKS})] | None,
         Field(min_length=1, max_length=MODEL_MAX_CHARS,
-              description="Ollama model name (default: JARVIS_MODEL)."),
+              description="The model: NAME (the JARVIS_PROVIDER's), ollama/NAME or openai/NAME "
+                          "(default: JARVIS_MODEL)."),
     ] = None
     tools: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
@@ -143,6 +145,9 @@ class CreateAgent(BaseModel):
     def _model_has_no_blanks(cls, value: str | None) -> str | None:
         if value is not None and re.search(r"\s", value):
             raise ValueError("must not contain spaces")
+        if value is not None and value.endswith("/") and value[:-1] in PROVIDERS:
+            example = "gpt-4o-mini" if value == "openai/" else "llama3.2"
+            raise ValueError(f"names no model after '{value}', such as {value}{example}")
         return value if value is None else _storable(value)
 
     @field_validator("tools", "approve_tools")

@@ -6,9 +6,11 @@ as tables for people or, with `--json`, as JSON for programs.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -42,7 +44,14 @@ def open_client() -> JarvisClient:
 @click.option("--detach", is_flag=True, help="Print the new agent's id and return at once.")
 @json_option
 @click.option("--max-steps", type=click.IntRange(1, 50), default=None, help="ReACT iterations at most.")
-@click.option("--model", default=None, help="Ollama model (default: the server's JARVIS_MODEL).")
+@click.option("--model", default=None,
+              help="NAME, ollama/NAME or openai/NAME (default: the server's JARVIS_MODEL).")
+@click.option("--mode", type=click.Choice(["auto", "native", "react"]), default=None,
+              help="Native tool calling, the text protocol, or auto (the default): native "
+                   "where the model supports it.")
+@click.option("--output-schema", "output_schema", metavar="JSON|@FILE", default=None,
+              callback=lambda ctx, param, value: read_schema(value),
+              help="A JSON Schema the answer must match (the parsed answer is the agent's `output`).")
 @click.option("--tool", "tools", multiple=True, metavar="NAME",
               help="Allow only this tool (repeat for several; see `jarvis-agents tools`).")
 @click.option("--approve-tool", "approve_tools", multiple=True, metavar="NAME",
@@ -54,8 +63,9 @@ def open_client() -> JarvisClient:
               help="A follow-up in the thread of your latest agent.")
 @tokens_option
 def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
-        tools: tuple[str, ...], approve_tools: tuple[str, ...], thread_id: str | None,
-        continue_: bool, tokens: bool | None) -> None:
+        mode: str | None, output_schema: dict[str, Any] | None, tools: tuple[str, ...],
+        approve_tools: tuple[str, ...], thread_id: str | None, continue_: bool,
+        tokens: bool | None) -> None:
     """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
 
     When it waits for an approval, a terminal asks for it; elsewhere, answer with
@@ -74,7 +84,8 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
             raise click.UsageError("--continue: you have no agent yet whose thread to continue")
         thread_id = latest[0]["thread_id"]
     options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None,
-                              "approve_tools": list(approve_tools) or None, "thread_id": thread_id}
+                              "approve_tools": list(approve_tools) or None, "thread_id": thread_id,
+                              "mode": mode, "output_schema": output_schema}
     console = make_console()
     if detach:
         agent = client.create(goal, **options)
@@ -159,6 +170,19 @@ def watch(agent_id: str, as_json: bool, tokens: bool | None) -> None:
                     header=f"watching agent {agent_id} (Ctrl-C stops watching; the agent goes on)",
                     tokens=live)
     sys.exit(EXIT_CODES.get(status, 1))
+
+
+def read_schema(value: str | None) -> Any:
+    """--output-schema: JSON text, or @FILE to read it from a file; the API checks the schema."""
+    if value is None:
+        return None
+    try:
+        text = Path(value[1:]).read_text("utf-8") if value.startswith("@") else value
+        return json.loads(text)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {value[1:]}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON ({exc})") from None
 
 
 def wants_tokens(flag: bool | None, console: Any, *, as_json: bool) -> bool:

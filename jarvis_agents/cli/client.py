@@ -113,6 +113,8 @@ class CreateOptions(TypedDict, total=False):
     thread_id: str | None
     idempotency_key: str | None
     approve_tools: Sequence[str] | None
+    mode: str | None
+    output_schema: dict[str, Any] | None
 
 
 class JarvisClient:

@@ -1,6 +1,7 @@
 """One model call's attempts: retried on transient failures, cut by cancellation and
-the deadline, and what to say once the retries are spent. Shared by the adapters, so
-that a failure is retried in this one layer whatever the provider."""
+the deadline, and what to say once the retries are spent; and the call's live text,
+handed on once however many attempts it took. Shared by the adapters, so that a
+failure is retried in this one layer whatever the provider."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from jarvis_agents.errors import ModelUnavailable
+from jarvis_agents.llm.base import OnDelta
 from jarvis_agents.llm.interrupts import Interrupts
 from jarvis_agents.retry import TransientModelError, model_call_policy
 
@@ -63,3 +65,56 @@ def attempt(
             message = f"{server} kept failing after {tries}: {exc.reason}"
         raise ModelUnavailable(message) from exc
     raise AssertionError("unreachable: the retry policy re-raises the last failure")
+
+
+class AttemptDeltas:
+    """One call's `on_delta` across its attempts: a listener reads the reply once.
+
+    A retried attempt (a stream cut mid-reply) streams the reply again from its start.
+    A `token` event cannot tell a client to start again (CONTRACT §6: its data is
+    `agent_id`, `step` and `delta`, and a step's deltas, joined, are the reply's
+    text), so a retry's text is compared with what the earlier attempts handed on,
+    and only what goes beyond it is handed on. A retry whose text departs from it (a
+    model that samples anew) hands on nothing more in this call: the listener is
+    left with the start it has, never with two replies spliced, and the steps that
+    follow the reply carry its whole text. Call `attempt()` for each attempt's
+    `on_delta`; the first attempt's pieces go straight through.
+    """
+
+    def __init__(self, on_delta: OnDelta | None) -> None:
+        self._on_delta = on_delta
+        self._sent: list[str] = []  # the pieces handed on so far, by every attempt
+        self._departed = False
+
+    def attempt(self) -> OnDelta | None:
+        """The `on_delta` of the next attempt (None when the call has none)."""
+        on_delta, sent = self._on_delta, self._sent
+        if on_delta is None:
+            return None
+        if not sent:
+
+            def first(text: str) -> None:
+                sent.append(text)
+                on_delta(text)
+
+            return first
+        before = "".join(sent)
+        read = 0  # how much of this attempt's text has come
+
+        def again(text: str) -> None:
+            nonlocal read
+            if self._departed:
+                return
+            start, read = read, read + len(text)
+            if start < len(before):
+                repeated = before[start:read]
+                if not text.startswith(repeated):
+                    self._departed = True
+                    return
+                text = text[len(repeated):]
+                if not text:
+                    return
+            sent.append(text)
+            on_delta(text)
+
+        return again

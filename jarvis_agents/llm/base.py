@@ -103,16 +103,21 @@ class ChatRequest:
     """What to ask a model.
 
     `tools` are offered as functions (native tool calling); `output_schema` asks for
-    a reply that is JSON valid against it, through the provider's structured output
-    (Ollama `format`, OpenAI `response_format`); `stop` ends the reply before any
-    of these strings (text mode); `think` asks a reasoning model to think (True),
-    not to (False), or leaves it to the server (None).
+    an answer that is JSON valid against it, through the provider's structured output
+    (Ollama `format`, OpenAI `response_format`) where it leaves tool calls possible:
+    OpenAI's holds the reply's text alone, so it goes with the tools; Ollama's holds
+    the whole reply, tool calls included, so beside tools it goes only when
+    `answer_due` (the model's answer was sent back for not matching the schema: what
+    it owes now is the answer). `stop` ends the reply before any of these strings
+    (text mode); `think` asks a reasoning model to think (True), not to (False), or
+    leaves it to the server (None).
     """
 
     messages: Sequence[ChatMessage]
     model: str
     tools: Sequence[ToolSpec] = ()
     output_schema: Mapping[str, Any] | None = None
+    answer_due: bool = False
     stop: Sequence[str] = ()
     think: bool | None = None
 
@@ -180,8 +185,9 @@ class ChatModel(Protocol):
 
         `on_delta(text)` is called on the calling thread with each piece of the reply's
         text as it arrives (not its reasoning); the pieces of a call that succeeds,
-        joined, are its `content`. An attempt cut short and retried starts its pieces
-        again from the beginning of the reply. It must not raise.
+        joined, are its `content`. An attempt cut short and retried does not hand on
+        again what an earlier one did; should its text depart from that, nothing more
+        is handed on (`llm.attempts.AttemptDeltas`). It must not raise.
         """
         ...
 

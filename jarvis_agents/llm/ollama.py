@@ -28,7 +28,7 @@ import ollama
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import JarvisError, ModelError, ModelNotFound
 from jarvis_agents.llm import wire
-from jarvis_agents.llm.attempts import Retries, attempt, interrupts_for
+from jarvis_agents.llm.attempts import AttemptDeltas, Retries, attempt, interrupts_for
 from jarvis_agents.llm.base import (
     Capabilities,
     ChatReply,
@@ -99,8 +99,10 @@ class OllamaChatModel(Closing):
         interrupts = interrupts_for(should_stop, deadline)
         body = encode_request(request)
 
+        deltas = AttemptDeltas(on_delta)  # a retry's text is not handed on twice
+
         def one_attempt() -> ChatReply:
-            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=on_delta)
+            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt())
             with self._exchange("api/chat", body, request.model, interrupts) as response:
                 read_reply(response.chunks(), reply)
             return reply.finish()

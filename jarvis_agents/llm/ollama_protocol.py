@@ -29,7 +29,11 @@ def encode_request(request: ChatRequest, *, stream: bool = True) -> bytes:
     }
     if request.tools:
         body["tools"] = [tool.as_function() for tool in request.tools]
-    if request.output_schema is not None:
+    if request.output_schema is not None and (not request.tools or request.answer_due):
+        # `format` holds the whole reply to the schema: the tool calls a model writes
+        # (which Ollama's parser reads out of its text) could no longer be written, and
+        # Ollama answers with no call at all (ollama/ollama#8095). Beside tools, then,
+        # only once the answer is all the model owes (ChatRequest).
         body["format"] = dict(request.output_schema)
     if request.think is not None:
         body["think"] = request.think

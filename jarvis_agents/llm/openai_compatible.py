@@ -25,7 +25,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import JarvisError, ModelError, ModelNotFound
-from jarvis_agents.llm.attempts import Retries, attempt, interrupts_for
+from jarvis_agents.llm.attempts import AttemptDeltas, Retries, attempt, interrupts_for
 from jarvis_agents.llm.base import (
     Capabilities,
     ChatMessage,
@@ -96,8 +96,10 @@ class OpenAIChatModel(Closing):
         interrupts = interrupts_for(should_stop, deadline)
         params = _params(request)
 
+        deltas = AttemptDeltas(on_delta)  # a retry's text is not handed on twice
+
         def one_attempt() -> ChatReply:
-            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=on_delta)
+            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt())
             try:
                 with cutting(interrupts):
                     _read_stream(self._client.chat.completions.create(**params), reply)
@@ -175,6 +177,8 @@ def _params(request: ChatRequest) -> dict[str, Any]:
     if request.tools:
         params["tools"] = [tool.as_function() for tool in request.tools]
     if request.output_schema is not None:
+        # With tools too: it holds the reply's text, not its tool calls (OpenAI; and
+        # llama.cpp's server, which then lets the model write either).
         params["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "answer", "schema": dict(request.output_schema)}}
     return params

@@ -28,7 +28,7 @@ from jarvis_agents.llm.base import (
     ToolSpec,
     new_call_id,
 )
-from jarvis_agents.tools.arguments import example
+from jarvis_agents.tools.arguments import ArgumentsError, check_arguments, example
 from jarvis_agents.tools.registry import ToolRegistry, ToolResult
 
 CALL_ID_MAX_CHARS = 100  # the column's width
@@ -46,11 +46,11 @@ class NativeStrategy:
 
     def request(self, agent: Agent, tools: ToolRegistry, history: Sequence[Step]) -> ChatRequest:
         specs = [ToolSpec(tool.name, tool.description, tool.input_schema) for tool in tools.listed()]
-        # The provider's structured output constrains every reply, so only where no
-        # tool call is possible: a reply held to the answer's schema cannot call one.
-        schema = agent.output_schema if not specs else None
+        # The provider's structured output, where it leaves the tools usable (ChatRequest).
+        last = max(history, key=lambda step: step.seq, default=None)
         return ChatRequest(build_messages(agent, history), model=agent.model, tools=specs,
-                           output_schema=schema)
+                           output_schema=agent.output_schema,
+                           answer_due=last is not None and last.type is StepType.ERROR)
 
     def rows(self, reply: ChatReply, *, step: int, seq: int, tools: ToolRegistry) -> list[Step]:
         now = utcnow()
@@ -86,6 +86,11 @@ class NativeStrategy:
         if call.arguments is None:
             return _told(f"The call of '{tool.name}' was not run: {call.error}. Call it again "
                          f"with arguments like {example(tool.input_schema)}", tool.name, started)
+        try:  # told in a function call's words, not the text contract's (registry.call)
+            check_arguments(tool.name, tool.input_schema, call.arguments,
+                            retry="Call it again with arguments like")
+        except ArgumentsError as exc:
+            return _told(str(exc), tool.name, started)
         return tools.call(tool.name, call.arguments, should_stop=should_stop)
 
 

@@ -59,8 +59,15 @@ def text_parameter(schema: Mapping[str, Any]) -> str | None:
     return candidates[0] if kind == "string" or (isinstance(kind, list) and "string" in kind) else None
 
 
-def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
-    """ArgumentsError, saying what is wrong and what is expected, unless they validate."""
+def check_arguments(
+    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], *,
+    retry: str = "Write INPUT as JSON like",
+) -> None:
+    """ArgumentsError, saying what is wrong and what is expected, unless they validate.
+
+    `retry` introduces the example of the arguments expected, in the words of the
+    caller's mode (the text contract's INPUT by default).
+    """
     validator = _validator(json.dumps(schema, sort_keys=True))
     if validator is None:  # a schema that is not valid itself: the tool checks its input
         return
@@ -70,8 +77,7 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     at = f" at {where.lstrip('.')}" if where else ""
     raise ArgumentsError(
-        f"Invalid arguments for tool '{tool}'{at}: {error.message}. "
-        f"Write INPUT as JSON like {example(schema)}"
+        f"Invalid arguments for tool '{tool}'{at}: {error.message}. {retry} {example(schema)}"
     )
 
 

@@ -59,19 +59,27 @@ def replies_by_step(events: list[Event]) -> dict[int, str]:
     return told
 
 
-@pytest.mark.parametrize("provider", ["ollama", "openai"])
-def test_tokens_stream_each_reply_before_its_steps(api_env, start_api, start_worker, fake_ollama,
-                                                   provider):
-    fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
-    fake_ollama.chunk_delay_s = 0.03  # a word every 30 ms
+def streamed_with_tokens(api_env, start_api, start_worker, fake_ollama, *, goal: str,
+                         model: str) -> list[Event]:
+    """Every event of a react agent started with `POST /agents/stream?tokens=1`, on an API
+    and a worker that reach both of the test server's protocols."""
     env = {**api_env, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1"}
     api = start_api(env)
     start_worker(env)
     with api.client(api.user()) as http, EventStream(
         http, "POST", "/api/v1/agents/stream", params={"tokens": "1"},
-        json={"goal": "What is 1234 * 902?", "model": MODELS[provider], "mode": "react"},
+        json={"goal": goal, "model": model, "mode": "react"},
     ) as stream:
-        events = stream.rest()
+        return stream.rest()
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_tokens_stream_each_reply_before_its_steps(api_env, start_api, start_worker, fake_ollama,
+                                                   provider):
+    fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
+    fake_ollama.chunk_delay_s = 0.03  # a word every 30 ms
+    events = streamed_with_tokens(api_env, start_api, start_worker, fake_ollama,
+                                  goal="What is 1234 * 902?", model=MODELS[provider])
     steps = [e for e in events if e.event != "token"]
     assert [e.event for e in steps] == [*STEP_EVENTS, "done"]
     assert [e.id for e in steps] == ["1", "2", "3", "4", "5", None]
@@ -130,6 +138,20 @@ def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(api_env, start_api, s
     told = replies_by_step(events)[0]
     whole = f"THOUGHT: counting\nFINAL_ANSWER: {reply}"
     assert whole.endswith(told) and 0 < len(told) < len(whole)
+    assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_reply_retried_after_its_stream_broke_is_told_once(api_env, start_api, start_worker,
+                                                            fake_ollama, provider):
+    whole = "THOUGHT: counting\nFINAL_ANSWER: " + " ".join(f"word{i}" for i in range(30))
+    fake_ollama.responder = fake_ollama.by_turn([whole])
+    fake_ollama.chunk_delay_s = 0.03  # several batches of tokens go out before the cut
+    fake_ollama.drop_next(1, after_chunks=12)
+    events = streamed_with_tokens(api_env, start_api, start_worker, fake_ollama,
+                                  goal="count", model=MODELS[provider])
+    assert fake_ollama.call_count == 2  # the reply was asked for again
+    assert replies_by_step(events) == {0: whole}  # its start told once, not twice
     assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
 
 

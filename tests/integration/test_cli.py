@@ -98,6 +98,18 @@ def test_run_shows_thoughts_tool_call_observation_answer_and_time(live_stack: Li
     assert len(lines) == 7
 
 
+def test_run_takes_a_mode_and_an_output_schema(live_stack: LiveStack, tmp_path) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "integer"}')
+    result = jarvis(live_stack, "run", "--detach", "--mode", "react", "--output-schema",
+                    f"@{schema}", "What is 1234 * 902?")
+    assert result.returncode == 0, result.stderr
+    done = agent(live_stack, result.stdout.strip(), wait_s=30)
+    assert (done["mode"], done["output_schema"], done["output"]) == ("react", {"type": "integer"},
+                                                                     1113068)
+    assert_one_line_error(jarvis(live_stack, "run", "--output-schema", "{", "x"), "--output-schema")
+
+
 def test_run_json_prints_each_event_as_one_json_line(live_stack: LiveStack) -> None:
     result = jarvis(live_stack, "run", "--json", "--max-steps", "3", "What is 1234 * 902?")
 
@@ -337,6 +349,18 @@ def test_run_with_tokens_prints_the_replies_as_written_then_the_steps(live_stack
     assert written == "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902"
     assert [e["event"] for e in events if e["event"] != "token"] == [
         "think", "act", "observe", "think", "final", "done"]
+
+
+def test_run_with_tokens_prints_a_reply_asked_for_again_once(live_stack: LiveStack) -> None:
+    live_stack.fake.chunk_delay_s = 0.05  # a few batches of tokens go out before the cut
+    live_stack.fake.drop_next(1, after_chunks=6)
+    try:
+        result = jarvis(live_stack, "run", "--tokens", "What is 1234 * 902?")
+    finally:
+        live_stack.fake.chunk_delay_s = 0.0
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("THOUGHT: I need") == 1, result.stdout
+    assert "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902\n" in result.stdout
 
 
 def run_on_a_terminal(stack: LiveStack, *args: str, timeout_s: float = 60) -> str:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.api_server import CALC_SCRIPT
 from tests.support.browser import TIMEOUT_MS, expect
 from tests.support.live_stack import KNOWN_MODEL, LiveStack
 
@@ -275,6 +276,35 @@ def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, l
     expect(page.locator("#agent-status")).to_have_attribute("data-status", "COMPLETED")
     assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
     expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
+
+
+def test_a_reply_asked_for_again_after_its_stream_broke_is_shown_once(
+    page: Any, live_stack: LiveStack
+) -> None:
+    live_stack.fake.latency_s = 1.0  # the page's stream is open before the first reply starts
+    live_stack.fake.chunk_delay_s = 0.1
+    live_stack.fake.drop_next(1, after_chunks=6)  # then that reply breaks mid-way
+    try:
+        sign_in(page, live_stack.api_key)
+        page.evaluate("""() => {
+          window.written = [];
+          new MutationObserver(() => {
+            const body = document.querySelector('[data-testid="writing"] .step-body');
+            if (body) window.written.push(body.textContent);
+          }).observe(document.getElementById("steps"),
+                     { childList: true, subtree: true, characterData: true });
+        }""")
+        start(page, "What is 1234 * 902?")
+        # Three replies with a backoff between the first two: more than the usual wait.
+        expect(page.locator(".step[data-seq]")).to_have_count(5, timeout=30_000)
+        assert step_seqs(page, 5) == [1, 2, 3, 4, 5]
+        shown = [text for text in page.evaluate("window.written") if text]
+        first, second = CALC_SCRIPT
+        assert first in shown, shown
+        # Never the start of the reply twice: every text shown is the start of one reply.
+        assert all(first.startswith(t) or second.startswith(t) for t in shown), shown
+    finally:
+        live_stack.fake.latency_s = live_stack.fake.chunk_delay_s = 0.0
 
 
 def test_the_reply_appears_live_while_the_model_writes_it(page: Any, live_stack: LiveStack) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -100,6 +101,25 @@ def test_structured_output_is_asked_in_the_providers_own_way(
         assert sent["stream_options"] == {"include_usage": True}
 
 
+def test_structured_output_beside_tools_where_the_provider_leaves_them_usable(
+    model_server: FakeOllama, chat_model: Adapter, provider: str
+) -> None:
+    model_server.responder = lambda request: Turn(
+        tool_calls=[FakeToolCall("getWeather", {"city": "Paris"})])
+    asked = ChatRequest([USER], model="llama3.2", tools=[WEATHER], output_schema=SCHEMA)
+    assert [c.name for c in reply_to(chat_model, asked).tool_calls] == ["getWeather"]
+    model_server.responder = lambda request: '{"answer": 42}'
+    reply_to(chat_model, replace(asked, answer_due=True))
+    calling, answering = model_server.requests
+    assert [t["function"]["name"] for t in calling["tools"]] == ["getWeather"] == [
+        t["function"]["name"] for t in answering["tools"]]
+    if provider == "ollama":  # `format` would hold the tool calls to the schema too
+        assert "format" not in calling and answering["format"] == SCHEMA
+    else:  # `response_format` holds the text alone: always
+        expected = {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}
+        assert calling["response_format"] == answering["response_format"] == expected
+
+
 def test_a_conversation_with_tool_results_is_sent_whole(
     model_server: FakeOllama, chat_model: Adapter, provider: str
 ) -> None:
@@ -185,7 +205,20 @@ def test_a_stream_cut_short_is_retried_and_never_half_returned(
     deltas: list[str] = []
     reply = reply_to(chat_model, deltas=deltas)
     assert reply.content == LONG and model_server.call_count == 3
-    assert "".join(deltas).endswith(LONG)  # each attempt's pieces start again
+    assert "".join(deltas) == LONG  # the retries' repeated start is not handed on again
+
+
+def test_a_retry_that_writes_another_reply_hands_on_no_more_text(
+    model_server: FakeOllama, chat_model: Adapter
+) -> None:
+    other = LONG.replace("word2", "other2")  # a model that samples anew on the retry
+    model_server.responder = lambda request: LONG if model_server.call_count == 1 else other
+    model_server.drop_next(1, after_chunks=6)
+    deltas: list[str] = []
+    reply = reply_to(chat_model, deltas=deltas)
+    assert reply.content == other and model_server.call_count == 2
+    told = "".join(deltas)
+    assert told and LONG.startswith(told) and "other2" not in told  # one start, never two spliced
 
 
 def test_server_errors_and_rate_limits_are_retried(

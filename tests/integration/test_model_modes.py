@@ -134,6 +134,23 @@ def test_a_typed_answer_is_sent_back_then_parsed(
         StepType.FINAL, StepType.ERROR, StepType.FINAL]
 
 
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_typed_answer_beside_tools_reaches_the_providers_structured_output(
+    repository: Repository, server: FakeOllama, provider: str, tmp_path: Path
+) -> None:
+    server.responder = server.by_turn([
+        Turn(tool_calls=(FakeToolCall("calculate", {"expression": "1234 * 902"}),)),
+        '{"product": "big"}', '{"product": 1113068}'])
+    done = run(repository, server, provider, tmp_path, mode=AgentMode.NATIVE, schema=SCHEMA)
+    assert done.status is AgentStatus.COMPLETED and done.output == {"product": 1113068}
+    assert len(server.requests) == 3 and all(r["tools"] for r in server.requests)
+    if provider == "ollama":  # held to the schema once the answer is all it owes
+        assert [r.get("format") for r in server.requests] == [None, None, SCHEMA]
+    else:
+        assert [r["response_format"]["json_schema"]["schema"] for r in server.requests] == [
+            SCHEMA] * 3
+
+
 def test_a_typed_answer_that_never_validates_fails_invalid_output(
     repository: Repository, server: FakeOllama, tmp_path: Path
 ) -> None:

@@ -115,6 +115,25 @@ def test_the_openai_client_reads_a_whole_completion(fake: FakeOllama, client: op
     assert fake.endpoints[-1] == "/v1/chat/completions"
 
 
+def test_structured_output_beside_tools_as_the_real_clients_send_it(
+    fake: FakeOllama, client: openai.OpenAI
+) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    with ollama.Client(host=fake.url) as native:
+        parts = list(native.chat(model="llama3.2", messages=USER, tools=[WEATHER], format=schema,
+                                 stream=True))
+    assert [c.function.name for p in parts for c in p.message.tool_calls or ()] == ["getWeather"] * 2
+    sent = fake.requests[-1]
+    assert (sent["format"], sent["tools"]) == (schema, [WEATHER])
+    wanted = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    chunks = list(client.chat.completions.create(
+        model="llama3.2", messages=USER, tools=[WEATHER], response_format=wanted,  # type: ignore[arg-type]
+        stream=True))
+    assert [ch.finish_reason for c in chunks for ch in c.choices if ch.finish_reason] == ["tool_calls"]
+    sent = fake.requests[-1]
+    assert (sent["response_format"], sent["tools"]) == (wanted, [WEATHER])
+
+
 def test_the_openai_client_reads_the_servers_errors_and_models(
     fake: FakeOllama, client: openai.OpenAI
 ) -> None:

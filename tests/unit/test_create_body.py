@@ -28,6 +28,8 @@ REFUSED = [
     ({"goal": "x", "max_steps": True}, "`max_steps` must be a whole number from 1 to 50, not true"),
     ({"goal": "x", "model": " "}, "`model` must not contain spaces"),
     ({"goal": "x", "model": ""}, "`model` must be a model's name without spaces"),
+    ({"goal": "x", "model": "openai/"}, "`model` names no model after 'openai/', such as"),
+    ({"goal": "x", "model": "ollama/"}, "`model` names no model after 'ollama/', such as"),
     ({"goal": "x", "tools": "calculate"}, '`tools` must be a list of tool names, such as ["calculate"]'),
     ({"goal": "x", "tools": [""]}, "tool name #1 in `tools` must be the name of a tool"),
     ({"goal": "x", "tools": ["calculate", 7]}, "tool name #2 in `tools` must be the name of a tool"),
