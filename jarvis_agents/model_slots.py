@@ -55,8 +55,8 @@ KEY = "jarvis:slots:"  # + model + ":queue" | ":holders" | ":seq"; + "owner:" + 
 # KEYS: queue (token -> ticket), holders (set of tokens), seq. ARGV: op, cap, owner key
 # prefix, token, the caller's owner, then for "leave" the tokens that leave, and for "look"
 # now and then its waiting tokens. Returns, for "enter", whether the token holds a slot;
-# for "look", the number of tickets still waiting, then the caller's tokens that hold a
-# slot; for "leave", nothing. Dead owners' slots are looked for only when no
+# for "look", the number of tickets still waiting, then (if the token argument is not
+# empty) the caller's tokens that hold a slot; for "leave", nothing. Dead owners' slots are looked for only when no
 # slot is free and a call waits: then they matter, and the holders are at most `cap`.
 _SCRIPT = """
 local queue, holders, seq = KEYS[1], KEYS[2], KEYS[3]
@@ -103,6 +103,7 @@ end
 if op == 'enter' then return redis.call('SISMEMBER', holders, token) end
 if op == 'leave' then return {} end
 local mine = {redis.call('ZCARD', queue)}
+if token == '' then return mine end  -- the count alone: nothing of this process's changed
 for _, t in ipairs(redis.call('SMEMBERS', holders)) do
   if string.sub(t, 1, #owner + 1) == owner .. '/' then table.insert(mine, t) end
 end
@@ -299,12 +300,17 @@ class ModelSlots:
         if recheck:
             self._checked_at = time.monotonic()
         for model in models:
-            tokens = [w.token for w in waiting if w.entered and w.model == model] if recheck else []
-            queued, *mine = self._run("look", model, self.caps[model], "", *tokens)
-            self._grant(model, mine)
-            self._tend(model, int(queued), set(mine))
+            tokens = [w.token for w in waiting if w.entered and w.model == model]
+            # Which slots are this process's matters only to its waiters, and now and then
+            # to its idle slots (Redis may have lost them); else the count of tickets will do.
+            full = recheck or bool(tokens)
+            queued, *mine = self._run("look", model, self.caps[model], "1" if full else "",
+                                      *(tokens if recheck else ()))
+            if full:
+                self._grant(model, mine)
+            self._tend(model, int(queued), set(mine) if full else None)
 
-    def _tend(self, model: str, queued: int, mine: set[str]) -> None:
+    def _tend(self, model: str, queued: int, mine: set[str] | None) -> None:
         """Give the idle slots back if anyone waits for one, or they went unused for
         IDLE_S; and those Redis no longer counts as this process's (a restart)."""
         with self._lock:
@@ -316,6 +322,8 @@ class ModelSlots:
             unused = time.monotonic() - self._used_at.get(model, 0.0) >= self.idle_s
             if model in self._contended or unused:
                 back, self._pool[model] = idle, []
+            elif mine is None:
+                back = []
             else:
                 # A slot Redis lost would let a call run over the cap: not used again.
                 back = [t for t in idle if t not in mine]
