@@ -19,6 +19,7 @@ with ÷ without.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -189,7 +190,7 @@ def section(w: dict[str, Any]) -> list[str]:
         "",
         (
             "Approvals that are never asked for, on the plain worker in turn with its phase: "
-            f"the same agents with `approve_tools: {UNUSED_APPROVAL['approve_tools']}` (they "
+            f"the same agents with `\"approve_tools\": {json.dumps(UNUSED_APPROVAL['approve_tools'])}` (they "
             "call only `calculate`). Ratio = with ÷ without."
         ),
         "",
