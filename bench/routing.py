@@ -10,10 +10,16 @@ semaphore's bookkeeping (two Redis script calls per model call) and the model's 
 queue cost, not a cap doing its job. Agents/s counts over the makespan (first create
 sent → last `completed_at`); the CPU each half spent per agent (worker, API, PostgreSQL,
 Redis and the model server) is the steadier measure.
+
+Approvals (issue 21: they cost nothing to agents that do not use them): on the plain
+worker, in turn with its phase (the order swapped on every other run), the same agents
+created with `approve_tools` naming a tool they never call (`getTime`); ratio = agents/s
+with ÷ without.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +32,7 @@ from bench.stack import ModelServer, Stack
 
 MODEL = "llama3.2"  # the stack's JARVIS_MODEL
 CAP = 10_000
+UNUSED_APPROVAL = {"approve_tools": ["getTime"]}  # the agents call only `calculate`
 
 
 @dataclass(frozen=True)
@@ -63,13 +70,19 @@ def run(
                 "routed_cpu_ms_per_agent": routed["cpu_ms_per_agent"],
                 "cpu_ratio": routed["cpu_ms_per_agent"] / plain["cpu_ms_per_agent"],
                 "completed": min(plain["completed"], routed["completed"]),
+                "approvals_agents_per_s": plain["approvals"]["agents_per_s"],
+                "approvals_ratio": plain["approvals"]["agents_per_s"] / plain["agents_per_s"],
+                "approvals_cpu_ratio": (plain["approvals"]["cpu_ms_per_agent"]
+                                        / plain["cpu_ms_per_agent"]),
             }
             results["runs"].append(entry)
             log(
                 f"  scenario 6, run {r + 1}: {entry['plain_agents_per_s']:.1f} agents/s plain, "
                 f"{entry['routed_agents_per_s']:.1f} routed and capped ({entry['ratio']:.3f}); "
                 f"CPU {entry['plain_cpu_ms_per_agent']:.1f} vs "
-                f"{entry['routed_cpu_ms_per_agent']:.1f} ms per agent"
+                f"{entry['routed_cpu_ms_per_agent']:.1f} ms per agent; with an unused "
+                f"approval {entry['approvals_agents_per_s']:.1f} agents/s "
+                f"({entry['approvals_ratio']:.3f}, CPU × {entry['approvals_cpu_ratio']:.3f})"
             )
     finally:
         listener.close()
@@ -84,21 +97,30 @@ def _half(
     args, env = HALVES[half]
     (worker,) = stack.start_workers(model, names=[f"worker-routing-{half}-{r}"], extra_args=args,
                                     extra_env=env)
+    processes_now = [worker, model.process]
     try:
-        _phase(stack, users, listener, [worker, model.process], sizes.warmup_agents,
-               f"rw{r}{half[0]}", sizes)
-        return _phase(stack, users, listener, [worker, model.process], sizes.agents,
-                      f"r{r}{half[0]}", sizes)
+        _phase(stack, users, listener, processes_now, sizes.warmup_agents, f"rw{r}{half[0]}", sizes)
+        if half != "plain":
+            return _phase(stack, users, listener, processes_now, sizes.agents, f"r{r}{half[0]}",
+                          sizes)
+        # The approvals' A/B on the same worker, in turn.
+        found: dict[str, dict[str, Any]] = {}
+        for phase in ("plain", "approvals") if r % 2 == 0 else ("approvals", "plain"):
+            extra = UNUSED_APPROVAL if phase == "approvals" else None
+            found[phase] = _phase(stack, users, listener, processes_now, sizes.agents,
+                                  f"r{r}{phase[0]}", sizes, extra=extra)
+        return {**found["plain"], "approvals": found["approvals"]}
     finally:
         stack.stop(worker)
 
 
 def _phase(
     stack: Stack, users: list[User], listener: StatusListener, processes_now: list[Process],
-    agents: int, run: str, sizes: RoutingSizes,
+    agents: int, run: str, sizes: RoutingSizes, *, extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cpu0 = stack.system_cpu_s(processes_now)
-    replies = driver.create_agents(stack, users, [f"{run}-{i}" for i in range(agents)])
+    replies = driver.create_agents(stack, users, [f"{run}-{i}" for i in range(agents)],
+                                   extra=extra)
     ids = driver.accepted_ids(replies)
     started = min(reply.sent_at for reply in replies)
     driver.wait_terminal(stack, ids, timeout_s=sizes.timeout_s, listener=listener)
@@ -128,6 +150,19 @@ def target(w: dict[str, Any]) -> tuple[str, str, bool | None]:
     return label, measured, None if math.isnan(ratio) else ratio >= 0.95
 
 
+def approvals_target(w: dict[str, Any]) -> tuple[str, str, bool | None]:
+    """Issue 21: approvals cost nothing to agents that do not use them (within noise: 5 %)."""
+    runs = [run for run in w["runs"] if "approvals_ratio" in run]
+    ratio = med(runs, "approvals_ratio")
+    measured = (
+        f"{num(med(runs, 'approvals_agents_per_s'))} vs {num(med(runs, 'plain_agents_per_s'))} "
+        f"agents/s, ratio {num(ratio, 3)}; CPU per agent × {num(med(runs, 'approvals_cpu_ratio'), 3)}"
+    )
+    label = ("an `approve_tools` the agent never calls costs < 5 % of agents/s (1 worker "
+             "process; issue 21)")
+    return label, measured, None if math.isnan(ratio) else ratio >= 0.95
+
+
 def section(w: dict[str, Any]) -> list[str]:
     sizes, runs = w["sizes"], w["runs"]
     return [
@@ -152,5 +187,19 @@ def section(w: dict[str, Any]) -> list[str]:
             f"| CPU ms per agent (all but the clients) | {cell(runs, 'plain_cpu_ms_per_agent', 2)} "
             f"| {cell(runs, 'routed_cpu_ms_per_agent', 2)} | {cell(runs, 'cpu_ratio', 3)} |"
         ),
+        "",
+        (
+            "Approvals that are never asked for, on the plain worker in turn with its phase: "
+            f"the same agents with `\"approve_tools\": {json.dumps(UNUSED_APPROVAL['approve_tools'])}` (they "
+            "call only `calculate`). Ratio = with ÷ without."
+        ),
+        "",
+        "| | without | with an unused `approve_tools` | ratio |",
+        "|---|---|---|---|",
+        (
+            f"| agents/s | {cell(runs, 'plain_agents_per_s')} | "
+            f"{cell(runs, 'approvals_agents_per_s')} | {cell(runs, 'approvals_ratio', 3)} |"
+        ),
+        f"| CPU per agent | | | {cell(runs, 'approvals_cpu_ratio', 3)} |",
         "",
     ]

@@ -192,6 +192,9 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     if (g := results.get("routing")) and g.get("runs"):
         label, measured, ok = routing.target(g)
         rows.append((label, measured, verdict(ok)))
+        if any("approvals_ratio" in run for run in g["runs"]):
+            label, measured, ok = routing.approvals_target(g)
+            rows.append((label, measured, verdict(ok)))
     if (t := results.get("tokens")) and t.get("runs"):
         p99 = med(t["runs"], "p99_ms")
         rows.append((

@@ -13,6 +13,13 @@ Workers advertise themselves in Redis (a key per worker with a TTL of a few hear
 intervals, listed in `WORKERS_KEY`), with the models they take (None: all of them). A
 worker that dies stops being advertised when its key expires; one that stops warmly
 withdraws at once. The API reads the adverts for `/readyz` and the metrics.
+
+A model stays listed while it is in use and is unlisted (`QueueDirectory.prune`, by the
+workers every PRUNE_EVERY_S) once no live worker names it, none of its agents is
+PENDING, nothing is on its queue, and nobody listed it for PRUNE_AFTER_S. Each listing is
+stamped (`SEEN_KEY`), and a process lists a model again at its first enqueue more than
+RELIST_S after its last listing; so once a model's stamp is older than PRUNE_AFTER_S, no
+process trusts an old listing of it, and whoever queues for it next lists it again.
 """
 
 from __future__ import annotations
@@ -30,11 +37,31 @@ log = logging.getLogger(__name__)
 DEFAULT_QUEUE = "jarvis-agents"  # a worker without --models consumes it too
 QUEUE_PREFIX = "jarvis-agents@"
 QUEUES_KEY = "jarvis:model-queues"  # set: the models whose queue is in use
+SEEN_KEY = "jarvis:model-queues:seen"  # sorted set: model -> when last listed (Unix s)
 WORKERS_KEY = "jarvis:workers"  # set: names of workers that advertised themselves
 WORKER_KEY = "jarvis:worker:"  # + name: the advert (JSON), with a TTL
 # How long a process trusts that a model's queue is still listed before it lists it
 # again: Redis may have restarted empty (no persistence) meanwhile.
 RELIST_S = 60.0
+# A listing older than this is trusted by no process (> RELIST_S, with room for clocks).
+PRUNE_AFTER_S = 3 * RELIST_S
+PRUNE_EVERY_S = 60.0
+
+# KEYS: the listed set, the stamps. ARGV: the cutoff, then models and their queues.
+# Unlists each model whose stamp is older than the cutoff and whose queue is empty, in one
+# step: an enqueue that listed it, or a message pushed on its queue, keeps it.
+_PRUNE = """
+local pruned = {}
+for i = 2, #ARGV, 2 do
+  local stamp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[i]) or ARGV[1])
+  if stamp < tonumber(ARGV[1]) and redis.call('LLEN', ARGV[i + 1]) == 0 then
+    redis.call('SREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
+    table.insert(pruned, ARGV[i])
+  end
+end
+return pruned
+"""
 
 
 def queue_for(model: str | None) -> str:
@@ -75,9 +102,13 @@ def unserved(pending_models: Iterable[str], workers: Sequence[WorkerAdvert]) -> 
 class QueueDirectory:
     """The models' queues in use and the live workers, as recorded in Redis."""
 
-    def __init__(self, redis_client: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, redis_client: Any, *, clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.redis = redis_client
         self.clock = clock
+        self.wall = wall  # the listings' stamps: shared by processes, so Unix time
         self._listed: dict[str, float] = {}  # model -> when this process last listed it
         self._lock = threading.Lock()
 
@@ -91,7 +122,10 @@ class QueueDirectory:
                 return
             self._listed[model] = now
         try:
-            self.redis.sadd(QUEUES_KEY, model)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.sadd(QUEUES_KEY, model)
+            pipe.zadd(SEEN_KEY, {model: self.wall()})
+            pipe.execute()
         except Exception:
             with self._lock:
                 self._listed.pop(model, None)
@@ -109,6 +143,35 @@ class QueueDirectory:
             pipe.llen(queue_for(model))
         return dict(zip(models, (int(n) for n in pipe.execute()), strict=True))
 
+    def prune(self, pending: Callable[[], Iterable[str]]) -> list[str]:
+        """Unlist the models no live worker names, listed by nobody for PRUNE_AFTER_S,
+        with nothing on their queue and no PENDING agent (`pending`: the models that have
+        one, asked only when some model may go). Returns the models unlisted."""
+        named = {m for worker in self.workers() for m in worker.models or ()}
+        now = self.wall()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.smembers(QUEUES_KEY)
+        pipe.zrange(SEEN_KEY, 0, -1, withscores=True)
+        listed, stamps = pipe.execute()
+        seen = {_text(m): score for m, score in stamps}
+        unstamped = {m: now for m in map(_text, listed) if m not in seen}
+        if unstamped:  # listed before stamps were kept: from now on, then
+            self.redis.zadd(SEEN_KEY, unstamped, nx=True)
+        cutoff = now - PRUNE_AFTER_S
+        stale = sorted(m for m, stamp in seen.items() if stamp < cutoff and m not in named)
+        if stale:
+            stale = sorted(set(stale) - set(pending()))
+        if not stale:
+            return []
+        args: list[Any] = [cutoff]
+        for model in stale:
+            args += [model, queue_for(model)]
+        script = self.redis.register_script(_PRUNE)
+        pruned = [_text(m) for m in script(keys=[QUEUES_KEY, SEEN_KEY], args=args)]
+        if pruned:
+            log.info("model queues no longer in use, unlisted: %s", ", ".join(pruned))
+        return pruned
+
     # --- workers -------------------------------------------------------------------
 
     def advertise(self, advert: WorkerAdvert, *, ttl_s: float) -> None:
@@ -119,6 +182,7 @@ class QueueDirectory:
         pipe.sadd(WORKERS_KEY, advert.name)
         if advert.models:
             pipe.sadd(QUEUES_KEY, *advert.models)
+            pipe.zadd(SEEN_KEY, dict.fromkeys(advert.models, self.wall()))
         pipe.execute()
 
     def withdraw(self, name: str) -> None:
@@ -160,7 +224,7 @@ class WorkerPresence:
     def __init__(
         self, directory: QueueDirectory, *, name: str, models: tuple[str, ...] | None,
         concurrency: int, running: Callable[[], int], subscribe: Callable[[str], None],
-        interval_s: float,
+        interval_s: float, pending_models: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.directory = directory
         self.name = name
@@ -169,6 +233,7 @@ class WorkerPresence:
         self.running = running  # agents running here now
         self.subscribe = subscribe  # start consuming this queue
         self.interval_s = interval_s
+        self.pending_models = pending_models  # models with PENDING agents (None: no pruning)
         self.subscribed: set[str] = set(models or ())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -213,12 +278,16 @@ class WorkerPresence:
 
     def _loop(self) -> None:
         renewed_at = -float("inf")
+        pruned_at = time.monotonic()  # not at start: the advert goes first
         while True:
             try:
                 if time.monotonic() - renewed_at >= self.interval_s:
                     self.renew()
                     renewed_at = time.monotonic()
                 self.follow()
+                if self.pending_models is not None and time.monotonic() - pruned_at >= PRUNE_EVERY_S:
+                    pruned_at = time.monotonic()
+                    self.directory.prune(self.pending_models)
             except Exception as exc:  # noqa: BLE001 - Redis restarts: the next round tries again
                 log.warning("worker presence: %s", exc)
             if self._stop.wait(self.FOLLOW_S if self.models is None else self.interval_s):

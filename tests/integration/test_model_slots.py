@@ -167,3 +167,98 @@ def test_a_slot_granted_to_a_call_already_gone_is_given_back(processes, redis_ur
     done.set()
     hold(slots, done, log, "next").join(5)
     assert log == ["start next", "end next"]
+
+
+# --- the process's pool of idle slots --------------------------------------------------
+
+
+def holders(redis_url: str) -> int:
+    """Slots of the model "m" Redis counts as held (idle in a pool or in use)."""
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        return int(client.scard("jarvis:slots:m:holders"))
+
+
+def script_calls(redis_url: str) -> int:
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        stats = client.info("commandstats")
+    return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def test_calls_under_a_cap_that_does_not_bind_reuse_the_process_s_slots(processes, redis_url):
+    slots = processes(cap=100)
+    with slots.slot("m", should_stop=lambda: False):
+        pass
+    before = script_calls(redis_url)
+    began = time.monotonic()
+    for _ in range(200):
+        with slots.slot("m", should_stop=lambda: False):
+            pass
+    rounds = (time.monotonic() - began) / slots.poll_s + 2  # the process's own looks
+    # no round trip per call: the slot stays this process's, and counted in Redis
+    assert script_calls(redis_url) - before <= rounds < 200
+    assert holders(redis_url) == 1
+
+
+def test_an_idle_slot_goes_back_as_soon_as_another_process_waits(processes, redis_url):
+    a, b = processes(idle_s=60.0), processes(idle_s=60.0)
+    with a.slot("m", should_stop=lambda: False):
+        pass
+    assert holders(redis_url) == 1  # kept by a: the cap of 1 is taken
+    began = time.monotonic()
+    with b.slot("m", should_stop=lambda: False) as waited:
+        assert holders(redis_url) == 1  # b's, never both
+        assert waited < 1.0  # a gave it back within its next look, not after idle_s
+    assert time.monotonic() - began < 1.0
+    # While b's slot is kept, a's next call waits its turn and gets b's slot back.
+    log: list[str] = []
+    done = threading.Event()
+    done.set()
+    hold(a, done, log, "again").join(5)
+    assert log == ["start again", "end again"]
+
+
+def test_calls_that_wait_keep_their_order_across_processes_that_keep_slots(processes, redis_url):
+    a, b = processes(idle_s=60.0), processes(idle_s=60.0)
+    with a.slot("m", should_stop=lambda: False):
+        pass  # a keeps the slot
+    log: list[str] = []
+    release = threading.Event()
+    first = hold(b, release, log, "b-first")
+    wait_until(lambda: log == ["start b-first"], timeout_s=5)
+    second = hold(a, release, log, "a-second")
+    wait_until(lambda: waiting(redis_url) == 1, timeout_s=5)
+    third = hold(b, release, log, "b-third")
+    wait_until(lambda: waiting(redis_url) == 2, timeout_s=5)
+    release.set()
+    for thread in (first, second, third):
+        thread.join(10)
+    assert [line for line in log if line.startswith("start")] == [
+        "start b-first", "start a-second", "start b-third"]
+    assert log == [f"{kind} {n}" for n in ("b-first", "a-second", "b-third")
+                   for kind in ("start", "end")]
+
+
+def test_idle_slots_go_back_after_a_while_unused(processes, redis_url):
+    slots = processes(cap=5, idle_s=0.3)
+    release = threading.Event()
+    log: list[str] = []
+    threads = [hold(slots, release, log, str(i)) for i in range(3)]
+    wait_until(lambda: len(log) == 3, timeout_s=5)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert holders(redis_url) == 3  # kept for the next calls
+    wait_until(lambda: holders(redis_url) == 0, timeout_s=5)  # then free for anyone
+
+
+def test_a_stopped_process_gives_its_idle_slots_back(processes, redis_url):
+    slots = processes(cap=2, idle_s=60.0)
+    with slots.slot("m", should_stop=lambda: False):
+        pass
+    assert holders(redis_url) == 1
+    slots.stop()
+    assert holders(redis_url) == 0

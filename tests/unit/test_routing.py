@@ -77,6 +77,13 @@ class Directory:
     def advertise(self, advert: WorkerAdvert, *, ttl_s: float) -> None:
         self.adverts.append(advert)
 
+    def withdraw(self, name: str) -> None:
+        self.alive = [w for w in self.alive if w.name != name]
+
+    def prune(self, pending: Any) -> list[str]:
+        self.pruned_with = set(pending())
+        return []
+
 
 def presence(directory: Directory, models: tuple[str, ...] | None, subscribed: list[str]) -> WorkerPresence:
     return WorkerPresence(directory, name="w", models=models, concurrency=7, running=lambda: 3,  # type: ignore[arg-type]
@@ -103,6 +110,22 @@ def test_a_worker_with_models_follows_nothing_and_advertises_them() -> None:
     assert subscribed == []
     assert directory.adverts == [WorkerAdvert("w", ("a",), 7, 3)]
     assert only_a.ttl_s == 3.0
+
+
+def test_a_worker_prunes_the_list_of_queues_now_and_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jarvis_agents import routing
+    from tests.support.api_server import wait_until
+
+    monkeypatch.setattr(routing, "PRUNE_EVERY_S", 0.0)
+    directory = Directory({"a"}, [])
+    worker = WorkerPresence(directory, name="w", models=("a",), concurrency=1,  # type: ignore[arg-type]
+                            running=lambda: 0, subscribe=lambda queue: None, interval_s=0.05,
+                            pending_models=lambda: {"a"})
+    worker.start()
+    try:
+        wait_until(lambda: getattr(directory, "pruned_with", None) == {"a"}, timeout_s=5)
+    finally:
+        worker.stop()
 
 
 class SweepRepository:
