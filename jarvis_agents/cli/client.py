@@ -165,8 +165,7 @@ class JarvisClient:
         return self._json("POST", f"{API}/agents", json=body, headers=headers)
 
     def get(self, agent_id: str, *, wait: float | None = None) -> dict[str, Any]:
-        """One agent; with `wait`, the server holds the answer until it ends, starts to wait
-        for an approval, or `wait` s pass."""
+        """One agent; with `wait`, the server holds the answer until it ends or `wait` s pass."""
         path = f"{API}/agents/{_agent_id(agent_id)}"
         if wait is None:
             return self._json("GET", path, agent_id=agent_id)
