@@ -11,7 +11,7 @@ from api import params
 from api.auth import current_user
 from api.context import ctx
 from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Message, is_terminal_status
-from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.lifecycle import Agent
 
 bp = Blueprint("agents", __name__, url_prefix="/api/v1")
 
@@ -49,7 +49,7 @@ def get_agent(raw_id: str) -> Response:
     if wait_s:
         # A long-poll holds its connection like a stream, and counts as one.
         with ctx().stream_slots.take(current_user().id):
-            agent = wait_until_settled(current_user().id, agent_id, wait_s)
+            agent = wait_until_terminal(current_user().id, agent_id, wait_s)
     else:
         agent = ctx().service.get(current_user().id, agent_id)
     return jsonify(agent.to_json())
@@ -103,40 +103,25 @@ def agent_location(agent_id: uuid.UUID) -> str:
     return f"/api/v1/agents/{agent_id}"
 
 
-def wait_until_settled(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) -> Agent:
-    """The agent once it is terminal or starts to wait for a person's approval, or as it
-    is after `wait_s` seconds.
+def wait_until_terminal(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) -> Agent:
+    """The agent once it is terminal, or as it is after `wait_s` seconds.
 
-    A wait the agent was already in when the poll began does not end it: a client that
-    polls until the agent ends would otherwise be answered at once, again and again, while
-    nobody approves. Woken by the agent's status messages; the database is re-read after
-    every wake and every few seconds, so a lost publish costs a little latency, never a hang.
+    Woken by the agent's status messages; the database is re-read after every wake
+    and every few seconds, so a lost publish costs a little latency, never a hang.
     """
     context = ctx()
     deadline = time.monotonic() + wait_s
     with context.hub.subscribe(AGENT_CHANNEL.format(agent_id)) as subscription:
         agent = context.service.get(user_id, agent_id)
-        already = _waiting_call(agent)
-        while not agent.is_terminal and _waiting_call(agent) in (None, already):
+        while not agent.is_terminal:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             item = subscription.get(min(remaining, context.timing.recheck_s))
             if item is CLOSED:
                 break
-            if isinstance(item, Message) and not _settles(item):
+            if isinstance(item, Message) and not is_terminal_status(item):
                 continue  # a step, or RUNNING: nothing to answer yet
             agent = context.service.get(user_id, agent_id)
     return agent
 
-
-def _waiting_call(agent: Agent) -> str | None:
-    """The call a WAITING agent waits on; None for any other status."""
-    if agent.status is not AgentStatus.WAITING or agent.waiting_for is None:
-        return None
-    return str(agent.waiting_for["call_id"])
-
-
-def _settles(message: Message) -> bool:
-    return is_terminal_status(message) or (
-        message.kind == "status" and message.data.get("status") == AgentStatus.WAITING.value)

@@ -151,8 +151,8 @@ def _operations() -> dict[str, dict[str, Any]]:
                 "operationId": "getAgent", "tags": ["agents"], "summary": "One agent.",
                 "parameters": [
                     {"name": "wait", "in": "query", "required": False,
-                     "description": "Hold the answer until the agent is terminal, starts "
-                                    "to wait for an approval, or this many seconds pass.",
+                     "description": "Hold the answer until the agent is terminal or this many "
+                                    "seconds pass.",
                      "schema": {"type": "number", "minimum": 0, "maximum": 60}},
                 ],
                 "responses": {"200": _json("Agent", "The agent."),
