@@ -119,7 +119,8 @@ _DELIVERED = (
 )
 _RELEASE = (
     update(deliveries)
-    .where(deliveries.c.id == bindparam("id"), deliveries.c.attempts == bindparam("attempt"),
+    .where(deliveries.c.id == bindparam("delivery_id"),
+           deliveries.c.attempts == bindparam("claimed_attempt"),
            *_OWED)
     .values(attempts=deliveries.c.attempts - 1, next_at=_NOW)
 )
@@ -153,7 +154,8 @@ class OutboxStore:
         """Hand a claimed try back untried, due at once and not counted (a dispatcher
         that could not start it well within its lease)."""
         with self._one_statement() as conn:
-            return conn.execute(_RELEASE, {"id": delivery.id, "attempt": delivery.attempt,
+            return conn.execute(_RELEASE, {"delivery_id": delivery.id,
+                                           "claimed_attempt": delivery.attempt,
                                            "now": now}).rowcount == 1
 
     def failed(

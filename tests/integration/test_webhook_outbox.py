@@ -129,6 +129,18 @@ def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: R
     assert repository.outbox.failed(latest, payload="{}", error="x", now=later, retry_at=later)
 
 
+def test_a_released_claim_is_due_at_once_and_its_try_not_counted(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    now = utcnow() + timedelta(seconds=1)
+    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    later = now + timedelta(seconds=LEASE_S / 2 + 1)
+    assert repository.outbox.release(claimed, now=later)
+    assert not repository.outbox.release(claimed, now=later)  # no longer that claim's
+    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    assert again.id == claimed.id and again.attempt == 1
+
+
 def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -> None:
     agents = [running(repository) for _ in range(40)]
     for agent in agents:
