@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # The wait before each retry: the first within 10 s; 6 tries over 8 min 35 s in all.
 RETRY_DELAYS_S = (5, 30, 60, 120, 300)
-# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT).
+# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT_S).
 LEASE_S = 20.0
 # How often an idle dispatcher looks for due deliveries.
 PERIOD_S = 1.0
