@@ -21,6 +21,7 @@ from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
 from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
+from jarvis_agents.webhooks.sender import WebhookSender
 from tests.support.dispatchers import NoQueue
 from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
@@ -240,6 +241,18 @@ def test_an_endless_answer_is_read_only_so_far(
     assert sending.send_due() == 1
     (row,) = owed(repository, agent)
     assert row["delivered_at"] is not None, row["last_error"]
+
+
+def test_tries_to_one_receiver_share_a_kept_connection(receiver: WebhookReceiver) -> None:
+    sender = WebhookSender(allow_private=True)
+    try:
+        for number in range(3):
+            outcome = sender.post(receiver.url, b'{"n":%d}' % number, {"webhook-id": "w"})
+            assert outcome.delivered, outcome.error
+    finally:
+        sender.close()
+    assert len(receiver.wait_for(3, timeout_s=5)) == 3
+    assert receiver.connections == 1
 
 
 # --- the address: checked at each try and pinned ----------------------------------------------
