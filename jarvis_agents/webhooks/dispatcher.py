@@ -193,6 +193,11 @@ class WebhookDispatcher:
             log.warning("could not record delivered webhooks: %s", exc)
         self.sender.close()
 
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The claiming thread and the senders, once started (bench.outbox_drain reads their CPU)."""
+        return list(self._threads)
+
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
