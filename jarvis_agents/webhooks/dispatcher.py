@@ -1,9 +1,11 @@
 """The webhook dispatcher: in every worker process, sends the deliveries that are due.
 
 A delivery is a row the agent's terminal status change committed (store/outbox.py). A
-thread claims due rows, as many as there are idle sender threads, every PERIOD_S or as
-soon as half the senders are free; each claim leases its rows for LEASE_S. A sender makes one
-try, records its outcome and, for a failure, when the next try is due: RETRY_DELAYS_S
+thread claims due rows every PERIOD_S, or as soon as the senders have taken its last
+claim and half of them are free: up to MAX_CLAIM at once while the receivers answer
+fast, as many as the senders can try well within the lease when they do not; each claim
+leases its rows for LEASE_S. A try still queued after half its lease is handed back
+untried rather than sent late (it could race the next claim). A sender makes one try, records its outcome and, for a failure, when the next try is due: RETRY_DELAYS_S
 after the try, then abandoned (logged) after the last. A worker killed mid-try leaves
 its rows leased: another worker's dispatcher takes them LEASE_S + PERIOD_S later at the
 most, well within the 30 s the contract allows (§9). Delivery is at least once: a
@@ -43,11 +45,15 @@ log = logging.getLogger(__name__)
 
 # The wait before each retry: the first within 10 s; 6 tries over 8 min 35 s in all.
 RETRY_DELAYS_S = (5, 30, 60, 120, 300)
-# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT).
+# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT_S).
 LEASE_S = 20.0
 # How often an idle dispatcher looks for due deliveries.
 PERIOD_S = 1.0
 SENDERS = 8
+# The most one claim takes: with receivers that answer at once, a busy worker claims
+# every due delivery in one statement, reads their agents in one and records them
+# delivered in one (each costs the worker about a millisecond of CPU, whatever its size).
+MAX_CLAIM = 64
 
 
 def retry_at(attempt: int, now: datetime) -> datetime | None:
@@ -74,10 +80,13 @@ class WebhookDispatcher:
         self.period_s = period_s
         self.lease_s = lease_s
         self.clock = clock
-        self._queue: queue.SimpleQueue[tuple[Delivery, bytes] | None] = queue.SimpleQueue()
+        # Claimed tries with when they were claimed (time.monotonic()), for the senders.
+        self._queue: queue.SimpleQueue[tuple[Delivery, bytes, float] | None] = queue.SimpleQueue()
         self._delivered: list[uuid.UUID] = []  # delivered, not yet recorded (see flush)
-        self._idle = senders
-        self._idle_changed = threading.Condition()
+        self._changed = threading.Condition()  # guards the counts below and _delivered
+        self._idle = senders  # senders not in a try
+        self._queued = 0  # claimed tries no sender has taken yet
+        self._try_s = 0.0  # how long the recent tries took (a moving average)
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -122,7 +131,7 @@ class WebhookDispatcher:
         )
         outcome = self.sender.post(delivery.url, body, headers)
         if outcome.delivered:
-            with self._idle_changed:
+            with self._changed:
                 self._delivered.append(delivery.id)
             self.outcomes("delivered")
             return True
@@ -143,13 +152,13 @@ class WebhookDispatcher:
 
     def flush(self) -> None:
         """Record the deliveries made since the last flush, in one statement."""
-        with self._idle_changed:
+        with self._changed:
             done, self._delivered = self._delivered, []
         if done:
             try:
                 self.store.delivered(done, now=self.clock())
             except Exception:
-                with self._idle_changed:  # the next flush tries again
+                with self._changed:  # the next flush tries again
                     self._delivered.extend(done)
                 raise
 
@@ -172,8 +181,8 @@ class WebhookDispatcher:
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop claiming; tries under way get `timeout_s` to end (their lease covers the rest)."""
         self._stopping.set()
-        with self._idle_changed:
-            self._idle_changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
         for _ in range(self.senders):
             self._queue.put(None)
         for thread in self._threads:
@@ -184,6 +193,11 @@ class WebhookDispatcher:
             log.warning("could not record delivered webhooks: %s", exc)
         self.sender.close()
 
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The claiming thread and the senders, once started (bench.outbox_drain reads their CPU)."""
+        return list(self._threads)
+
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
@@ -192,41 +206,66 @@ class WebhookDispatcher:
     def _claim_loop(self) -> None:
         batch = max(1, self.senders // 2)
         while not self._stopping.is_set():
-            with self._idle_changed:
-                # Claim for half the senders at once, not for each as it frees up: under
-                # load a claim (and its read and record) per delivery costs three times
-                # the statements. Whoever is idle after a period gets claimed for anyway.
+            with self._changed:
+                # Claim once the last claim's tries have all been taken and half the
+                # senders are free, not for each sender as it frees up: each claim costs
+                # a claim, a read and a record whatever its size. Whoever is idle after a
+                # period gets claimed for anyway.
                 deadline = time.monotonic() + self.period_s
-                while self._idle < batch and not self._stopping.is_set():
+                while (self._queued or self._idle < batch) and not self._stopping.is_set():
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
-                    self._idle_changed.wait(left)
-                idle = self._idle
-            if idle == 0:
-                continue
+                    self._changed.wait(left)
+                if self._queued or self._idle == 0 or self._stopping.is_set():
+                    continue
+                limit = self._claim_limit()
             try:
                 self.flush()
-                tries = self.claim(idle)
+                tries = self.claim(limit)
             except Exception as exc:  # noqa: BLE001 - the database is away; the next period retries
                 log.warning("could not claim due webhooks: %s", exc)
                 tries = []
-            with self._idle_changed:
-                self._idle -= len(tries)
-            for found in tries:
-                self._queue.put(found)
-            if len(tries) < idle:  # nothing more is due now
+            claimed = time.monotonic()
+            with self._changed:
+                self._queued += len(tries)
+            for delivery, body in tries:
+                self._queue.put((delivery, body, claimed))
+            if len(tries) < limit:  # nothing more is due now
                 self._stopping.wait(self.period_s)
 
+    def _claim_limit(self) -> int:
+        """How many to claim: as many as the senders can try within a quarter of the lease
+        at the pace of the recent tries (MAX_CLAIM when receivers answer at once), and
+        never fewer than the idle senders. Called with the lock held."""
+        pace = int(self.senders * self.lease_s / 4 / max(self._try_s, 0.001))
+        return max(self._idle, min(MAX_CLAIM, pace))
+
     def _send_loop(self) -> None:
+        batch = max(1, self.senders // 2)
         while (found := self._queue.get()) is not None:
-            delivery, body = found
+            delivery, body, claimed = found
+            with self._changed:
+                self._queued -= 1
+                self._idle -= 1
+            began = time.monotonic()
+            tried = False
             try:
-                self.deliver(delivery, body)
+                if self._stopping.is_set() or began - claimed > self.lease_s / 2:
+                    # Stopping, or queued so long (receivers slower than the pace the
+                    # claim counted on) that the try could outlive its lease and race
+                    # another dispatcher's: handed back, due at once, not counted.
+                    self.store.release(delivery, now=self.clock())
+                else:
+                    tried = True
+                    self.deliver(delivery, body)
             except Exception as exc:  # noqa: BLE001 - the lease brings the try back
                 log.warning("webhook %s of agent %s: the try broke off: %s",
                             delivery.id, delivery.agent_id, exc)
             finally:
-                with self._idle_changed:
+                with self._changed:
                     self._idle += 1
-                    self._idle_changed.notify()
+                    if tried:
+                        self._try_s += (time.monotonic() - began - self._try_s) / 8
+                    if not self._queued and self._idle >= batch:
+                        self._changed.notify()

@@ -21,6 +21,7 @@ from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
 from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
+from jarvis_agents.webhooks.sender import WebhookSender
 from tests.support.dispatchers import NoQueue
 from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
@@ -129,6 +130,18 @@ def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: R
     assert repository.outbox.failed(latest, payload="{}", error="x", now=later, retry_at=later)
 
 
+def test_a_released_claim_is_due_at_once_and_its_try_not_counted(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    now = utcnow() + timedelta(seconds=1)
+    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    later = now + timedelta(seconds=LEASE_S / 2 + 1)
+    assert repository.outbox.release(claimed, now=later)
+    assert not repository.outbox.release(claimed, now=later)  # no longer that claim's
+    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    assert again.id == claimed.id and again.attempt == 1
+
+
 def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -> None:
     agents = [running(repository) for _ in range(40)]
     for agent in agents:
@@ -228,6 +241,18 @@ def test_an_endless_answer_is_read_only_so_far(
     assert sending.send_due() == 1
     (row,) = owed(repository, agent)
     assert row["delivered_at"] is not None, row["last_error"]
+
+
+def test_tries_to_one_receiver_share_a_kept_connection(receiver: WebhookReceiver) -> None:
+    sender = WebhookSender(allow_private=True)
+    try:
+        for number in range(3):
+            outcome = sender.post(receiver.url, b'{"n":%d}' % number, {"webhook-id": "w"})
+            assert outcome.delivered, outcome.error
+    finally:
+        sender.close()
+    assert len(receiver.wait_for(3, timeout_s=5)) == 3
+    assert receiver.connections == 1
 
 
 # --- the address: checked at each try and pinned ----------------------------------------------
