@@ -23,6 +23,12 @@ from jarvis_agents.store.rows import AGENT_READ, agent_from_row
 agents = AgentRow.__table__
 
 
+def running_under(agent_id: uuid.UUID, attempt: int) -> tuple[ColumnElement[bool], ...]:
+    """The attempt guard: the agent is RUNNING under this attempt."""
+    return (agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
+            agents.c.attempt == attempt)
+
+
 class Recovery:
     """Heartbeats, hand-backs, take-overs and requeue sweeps over `_one_statement`."""
 
@@ -60,8 +66,7 @@ class Recovery:
         with self._one_statement() as conn:
             return conn.execute(
                 update(agents)
-                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
-                       agents.c.attempt == attempt)
+                .where(*running_under(agent_id, attempt))
                 .values(heartbeat_at=None, updated_at=now)
             ).rowcount == 1
 
@@ -76,9 +81,7 @@ class Recovery:
             row = conn.execute(
                 update(agents)
                 .where(
-                    agents.c.id == agent_id,
-                    agents.c.status == AgentStatus.RUNNING.value,
-                    agents.c.attempt == attempt,
+                    *running_under(agent_id, attempt),
                     or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < stale_before),
                 )
                 .values(

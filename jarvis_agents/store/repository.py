@@ -50,7 +50,7 @@ from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
 from jarvis_agents.store.models import AgentRow, StepRow, UserRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
-from jarvis_agents.store.recovery import Recovery
+from jarvis_agents.store.recovery import Recovery, running_under
 from jarvis_agents.store.rows import (
     AGENT_READ,
     agent_from_row,
@@ -325,11 +325,7 @@ class Repository(Recovery):
         with self.engine.begin() as conn:
             owned = conn.execute(
                 update(agents)
-                .where(
-                    agents.c.id == agent_id,
-                    agents.c.status == AgentStatus.RUNNING.value,
-                    agents.c.attempt == attempt,
-                )
+                .where(*running_under(agent_id, attempt))
                 .values(step_count=step_count, heartbeat_at=now, updated_at=now)
             ).rowcount == 1
             if owned:
@@ -345,8 +341,7 @@ class Repository(Recovery):
         with self._one_statement() as conn:
             conn.execute(
                 update(agents)
-                .where(agents.c.id == agent_id, agents.c.status == AgentStatus.RUNNING.value,
-                       agents.c.attempt == attempt, agents.c.mode != mode.value)
+                .where(*running_under(agent_id, attempt), agents.c.mode != mode.value)
                 .values(mode=mode.value)
             )
 

@@ -80,7 +80,7 @@ def agent_from_row(row: Mapping[str, Any]) -> Agent:
 
 
 def _json(value: Any) -> Any:
-    """A JSON column as read: psycopg2's raw cursor (store/postgres.py) hands back text."""
+    """A JSON column as read: a raw psycopg2 cursor (store/postgres.py) hands back text."""
     return json.loads(value) if isinstance(value, str) else value
 
 

@@ -99,7 +99,7 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
     repository = repository_for(make_engine(pg_url, pool_size=1))
 
     def on_the_writers_connection(sql: str) -> list[tuple[Any, ...]]:
-        # The step writes have a connection of their own (postgres._HeldConnection).
+        # The step writes have a connection of their own (connections.HeldConnection).
         with repository._writer.borrow() as pooled, pooled.dbapi_connection.cursor() as cursor:
             cursor.execute(sql)
             return cursor.fetchall() if cursor.description else []
@@ -230,7 +230,7 @@ def test_a_forked_child_writes_steps_on_a_connection_of_its_own(pg_url: str) -> 
 
 
 def _writer_backend(repository: Repository) -> int:
-    """The backend of the step writer's own connection (postgres._HeldConnection)."""
+    """The backend of the step writer's own connection (connections.HeldConnection)."""
     with repository._writer.borrow() as pooled:
         return int(pooled.dbapi_connection.info.backend_pid)
 
