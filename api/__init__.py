@@ -91,7 +91,7 @@ def create_app(
 
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
-    auth.install(app, auth.UserCache(service.repository))
+    auth.install(app, auth.UserCache(service.repository.users))
     for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     if traced:

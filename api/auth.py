@@ -22,8 +22,7 @@ from typing import TypeVar
 from flask import Flask, current_app, g, request
 
 from jarvis_agents.errors import RequestError
-from jarvis_agents.store.repository import Repository
-from jarvis_agents.store.users import User
+from jarvis_agents.store.users import User, Users
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -47,8 +46,8 @@ def public(view: F) -> F:
 class UserCache:
     """API key → user, each entry kept `ttl_s` seconds."""
 
-    def __init__(self, repository: Repository, *, ttl_s: float = USER_TTL_S) -> None:
-        self.repository = repository
+    def __init__(self, users: Users, *, ttl_s: float = USER_TTL_S) -> None:
+        self.users = users
         self.ttl_s = ttl_s
         self._entries: OrderedDict[str, tuple[float, User]] = OrderedDict()
         self._lock = threading.Lock()
@@ -60,7 +59,7 @@ class UserCache:
             entry = self._entries.get(digest)
             if entry is not None and entry[0] > now:
                 return entry[1]
-        user = self.repository.user_by_api_key(api_key)
+        user = self.users.by_api_key(api_key)
         if user is not None:
             with self._lock:
                 self._entries[digest] = (now + self.ttl_s, user)

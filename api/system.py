@@ -42,8 +42,9 @@ class DatabaseFigures:
 
     @classmethod
     def read(cls, repository: Repository) -> DatabaseFigures:
-        return cls(repository.status_counts(), repository.pending_by_model(),
-                   repository.failed_by_reason())
+        statistics = repository.statistics
+        return cls(statistics.status_counts(), statistics.pending_by_model(),
+                   statistics.failed_by_reason())
 
 
 class SystemFigures:

@@ -37,7 +37,7 @@ from bench.stack import Stack
 from bench.stats import latency_summary, median
 from jarvis_agents.events import RedisEventBus
 from jarvis_agents.lifecycle import Step, StepType, utcnow
-from jarvis_agents.store.repository import Repository
+from jarvis_agents.store import repository_for
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def _pending_agents(stack: Stack, user: User, n: int) -> list[Any]:
     replies = driver.create_agents(
         stack, [user], [f"sse-{time.monotonic_ns()}-{i}" for i in range(n)]
     )
-    repository = Repository(stack.engine)
+    repository = repository_for(stack.engine)
     return [repository.get(agent_id) for agent_id in driver.accepted_ids(replies)]
 
 

@@ -302,9 +302,9 @@ class Stack:
 
     def create_user(self, name: str) -> tuple[uuid.UUID, str]:
         """A user straight in the database (as `jarvis-agents users create` does)."""
-        from jarvis_agents.store.repository import Repository
+        from jarvis_agents.store import repository_for
 
-        user, api_key = Repository(self.engine).create_user(name)
+        user, api_key = repository_for(self.engine).users.create(name)
         return user.id, api_key
 
     def api_worker_pid(self) -> int:

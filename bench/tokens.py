@@ -37,7 +37,7 @@ from jarvis_agents.events import (
 )
 from jarvis_agents.events.tokens import redis_listening
 from jarvis_agents.lifecycle import Step, StepType, utcnow
-from jarvis_agents.store.repository import Repository
+from jarvis_agents.store import repository_for
 
 TARGET_P99_MS = 20.0
 
@@ -71,7 +71,7 @@ def run(stack: Stack, user: User, *, runs: int, sizes: TokenSizes, log: Any = pr
 def _once(stack: Stack, user: User, sizes: TokenSizes) -> dict[str, Any]:
     replies = driver.create_agents(
         stack, [user], [f"tokens-{time.monotonic_ns()}-{i}" for i in range(sizes.agents)])
-    repository = Repository(stack.engine)
+    repository = repository_for(stack.engine)
     agents = [repository.get(agent_id) for agent_id in driver.accepted_ids(replies)]
     per_agent = max(sizes.subscribers // sizes.agents, 1)
     targets = [str(agent.id) for agent in agents for _ in range(per_agent)]

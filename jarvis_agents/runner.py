@@ -36,9 +36,8 @@ from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
 from jarvis_agents.routing import QueueDirectory, queue_for
-from jarvis_agents.store.approvals import waiting_since_before
+from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.outages import OutageTolerantStore
-from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ class AgentRunner:
     def __init__(
         self,
         *,
-        repository: Repository,
+        repository: AgentStore,
         store: OutageTolerantStore,
         executor: Executor,
         events: EventBus,
@@ -294,7 +293,7 @@ class AgentRunner:
         """Queue again the agents whose attempt is gone or whose message may be lost.
 
         Each agent is claimed in SQL before its enqueue, once per period, however many
-        workers sweep at once (Repository.requeue_*). Returns how many were queued.
+        workers sweep at once (AgentStore.requeue_*). Returns how many were queued.
         """
         count = 0
         now = utcnow()
@@ -338,7 +337,7 @@ class AgentRunner:
         """FAIL (`approval_timeout`) the agents that waited for a person too long."""
         timeout_s = self.settings.approval_timeout_s
         expired = 0
-        for agent in waiting_since_before(self.repository, now - timedelta(seconds=timeout_s)):
+        for agent in self.repository.waiting_since(now - timedelta(seconds=timeout_s)):
             failed = approvals.expire(self.repository, agent, timeout_s=timeout_s)
             if failed is not None:  # the transition owed its webhook
                 log.info("agent %s waited too long for an approval; FAILED", agent.id)

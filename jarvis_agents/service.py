@@ -25,8 +25,8 @@ from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, Requ
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.routing import queue_for
-from jarvis_agents.store.repository import Repository
-from jarvis_agents.store.threads import ThreadStore, is_thread_taken
+from jarvis_agents.store.interface import AgentStore
+from jarvis_agents.store.threads import is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class AgentService:
     def __init__(
         self,
         *,
-        repository: Repository,
+        repository: AgentStore,
         settings: Settings,
         dispatcher: Dispatcher,
         events: EventBus,
@@ -111,7 +111,6 @@ class AgentService:
         self.events = events
         self.tool_names = tool_names if isinstance(tool_names, ToolNames) else FixedToolNames(tool_names)
         self.webhook_check = webhook_check
-        self.threads = ThreadStore(repository)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
@@ -191,7 +190,7 @@ class AgentService:
         """The agent as the next of its thread: its parent and what the thread's earlier
         agents give its model (jarvis_agents/threads.py). NotFound for an unknown or
         another user's thread; Conflict while an agent of it has not ended."""
-        earlier = self.threads.agents_of_thread(agent.user_id, thread_id)
+        earlier = self.repository.agents_of_thread(agent.user_id, thread_id)
         if not earlier:
             raise NotFound(f"no thread with id {thread_id}", code="thread_not_found")
         busy = next((a for a in earlier if not a.is_terminal), None)
@@ -249,7 +248,7 @@ class AgentService:
         )
         if request.mode is not None:  # validated at the door
             agent = replace(agent, mode=AgentMode(request.mode))
-        self.threads.insert_fork(agent, copied, max_active=self.settings.max_active_per_user)
+        self.repository.insert_fork(agent, copied, max_active=self.settings.max_active_per_user)
         self._announce_and_enqueue(agent)
         return agent
 

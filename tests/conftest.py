@@ -114,10 +114,10 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def repository(database_url: str) -> Iterator[Any]:
+    from jarvis_agents.store import repository_for
     from jarvis_agents.store.database import make_engine
-    from jarvis_agents.store.repository import Repository
 
-    repo = Repository(make_engine(database_url))
+    repo = repository_for(make_engine(database_url))
     yield repo
     repo.engine.dispose()
 

@@ -159,13 +159,13 @@ class LocalStack:
     def _local_key(self, repository: object) -> str:
         """Reuse the saved key if it still works, else create a local user and save its key."""
         key = saved_api_key(self.settings)
-        if key and repository.user_by_api_key(key):  # type: ignore[attr-defined]
+        if key and repository.users.by_api_key(key):  # type: ignore[attr-defined]
             return key
         name, n = "local", 1
-        while repository.user_by_name(name):  # type: ignore[attr-defined]
+        while repository.users.by_name(name):  # type: ignore[attr-defined]
             n += 1
             name = f"local-{n}"
-        _, key = repository.create_user(name)  # type: ignore[attr-defined]
+        _, key = repository.users.create(name)  # type: ignore[attr-defined]
         _save(key_path(self.settings), key)
         return key
 
@@ -242,7 +242,7 @@ class LocalStack:
         try:
             repository = open_repository(self.settings, pool_size=1)
             try:
-                return repository.status_counts().get("RUNNING", 0)
+                return repository.statistics.status_counts().get("RUNNING", 0)
             finally:
                 repository.engine.dispose()
         except Exception:  # noqa: BLE001 - a count for a message: stopping goes on without it

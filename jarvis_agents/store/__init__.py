@@ -1,4 +1,4 @@
-"""Persistence: the schema, its migrations and the repository."""
+"""Persistence: the schema, its migrations and the store (store/interface.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,21 @@ from typing import TYPE_CHECKING
 from jarvis_agents.errors import DependencyUnavailable
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from jarvis_agents.config import Settings
     from jarvis_agents.store.repository import Repository
+
+
+def repository_for(engine: Engine) -> Repository:
+    """The store on this engine: the PostgreSQL one on PostgreSQL, else the portable one."""
+    if engine.dialect.name == "postgresql":
+        from jarvis_agents.store.postgres import PostgresRepository
+
+        return PostgresRepository(engine)
+    from jarvis_agents.store.repository import Repository
+
+    return Repository(engine)
 
 
 def open_repository(
@@ -19,7 +32,6 @@ def open_repository(
     from sqlalchemy.exc import OperationalError
 
     from jarvis_agents.store.database import is_migrated, make_engine
-    from jarvis_agents.store.repository import Repository
 
     engine = make_engine(settings.database_url, pool_size=pool_size, overflow=overflow)
     if check:
@@ -34,4 +46,4 @@ def open_repository(
             raise DependencyUnavailable(
                 "the database has no schema yet; run `jarvis-agents db upgrade` first"
             )
-    return Repository(engine)
+    return repository_for(engine)

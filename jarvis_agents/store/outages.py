@@ -27,15 +27,15 @@ from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, utcnow
 from jarvis_agents.retry import database_outage_policy
-from jarvis_agents.store.repository import Repository
+from jarvis_agents.store.interface import AgentStore
 
 T = TypeVar("T")
 
 
 class OutageTolerantStore:
-    """The Repository calls of one agent's attempt, each retried through an outage."""
+    """The store calls of one agent's attempt, each retried through an outage."""
 
-    def __init__(self, repository: Repository, *, budget_s: float) -> None:
+    def __init__(self, repository: AgentStore, *, budget_s: float) -> None:
         self.repository = repository
         self.budget_s = budget_s
 

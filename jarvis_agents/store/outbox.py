@@ -133,7 +133,7 @@ class OutboxStore:
         self, engine: Engine, one_statement: Callable[[], AbstractContextManager[Connection]]
     ) -> None:
         self.engine = engine
-        self._one_statement = one_statement  # autocommit on PostgreSQL (store/postgres.py)
+        self._one_statement = one_statement  # autocommit on PostgreSQL (store/connections.py)
 
     def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
         """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""

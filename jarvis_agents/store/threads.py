@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from jarvis_agents.errors import RateLimited
 from jarvis_agents.lifecycle import ACTIVE, Agent, AgentStatus, Step
 from jarvis_agents.store.models import AgentRow, StepRow, UserRow
-from jarvis_agents.store.repository import Repository, _agent_values, _step_values
+from jarvis_agents.store.rows import agent_values, step_values
 from jarvis_agents.threads import Earlier
 
 agents = AgentRow.__table__
@@ -37,12 +37,8 @@ def is_thread_taken(exc: IntegrityError) -> bool:
 class ThreadStore:
     """The reads and writes of threads and forks."""
 
-    def __init__(self, repository: Repository) -> None:
-        self.repository = repository
-
-    @property
-    def engine(self) -> Engine:
-        return self.repository.engine
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     def agents_of_thread(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> list[Earlier]:
         """The user's agents of the thread, oldest first; [] for an unknown or another
@@ -71,7 +67,7 @@ class ThreadStore:
                     raise RateLimited(
                         f"you already have {max_active} agents pending or running "
                         f"(the limit is {max_active}); wait for some to finish")
-            conn.execute(insert(agents).values(**_agent_values(agent)))
+            conn.execute(insert(agents).values(**agent_values(agent)))
             if steps:
                 # Attempt 0: written by no execution; the fork's first claim is attempt 1.
-                conn.execute(insert(steps_table), _step_values(agent.id, 0, steps))
+                conn.execute(insert(steps_table), step_values(agent.id, 0, steps))

@@ -70,7 +70,7 @@ def running_system(env: dict[str, str]) -> Iterator[System]:
         events=RedisEventBus(redis), tool_names=["calculate", "getTime", "getWeather", "search"],
     )
     try:
-        user, _ = repository.create_user(f"faults-{uuid.uuid4().hex[:6]}")
+        user, _ = repository.users.create(f"faults-{uuid.uuid4().hex[:6]}")
         yield System(env, settings, repository, service, user.id)
     finally:
         redis.close()

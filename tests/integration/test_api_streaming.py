@@ -222,7 +222,7 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
     event.listen(context.repository.engine, "before_cursor_execute",
                  lambda conn, cursor, sql, *rest: statements.append(sql))
     try:
-        _, api_key = context.repository.create_user(f"watcher-{uuid.uuid4()}")
+        _, api_key = context.repository.users.create(f"watcher-{uuid.uuid4()}")
         headers = {"Authorization": f"Bearer {api_key}"}
         client = app.test_client()
         ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)

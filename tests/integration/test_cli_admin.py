@@ -43,12 +43,12 @@ def test_db_upgrade_is_idempotent_and_users_create_prints_the_key_last(tmp_path:
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip().splitlines()[-1]
     assert key.startswith("jrv_") and len(key) > 40
+    from jarvis_agents.store import repository_for
     from jarvis_agents.store.database import make_engine
-    from jarvis_agents.store.repository import Repository
 
-    repo = Repository(make_engine(database_url))
+    repo = repository_for(make_engine(database_url))
     try:
-        user = repo.user_by_api_key(key)
+        user = repo.users.by_api_key(key)
         assert user is not None and user.name == "alice"
         with repo.engine.connect() as conn:
             stored = conn.exec_driver_sql("SELECT api_key_hash FROM users").scalar_one()

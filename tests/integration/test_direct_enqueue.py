@@ -95,7 +95,7 @@ def stack(pg_url: str, redis_url: str, fake_ollama: Any) -> Iterator[Stack]:
     service = AgentService(repository=repository, settings=settings,
                            dispatcher=CeleryDispatcher(app), events=RedisEventBus(client),
                            tool_names=["calculate"])
-    user, _ = repository.create_user(f"direct-{uuid.uuid4().hex[:6]}")
+    user, _ = repository.users.create(f"direct-{uuid.uuid4().hex[:6]}")
     yield Stack(env, service, repository, client, user.id)
     client.close()
     app.close()
@@ -204,7 +204,7 @@ def test_with_redis_down_the_agent_is_kept_for_the_sweeper(pg_url: str, tmp_path
         service = AgentService(repository=repository, settings=settings,
                                dispatcher=CeleryDispatcher(app), events=RedisEventBus(client),
                                tool_names=["calculate"])
-        user, _ = repository.create_user("no-redis")
+        user, _ = repository.users.create("no-redis")
         began = time.monotonic()
         agent, created = service.create(user.id, CreateRequest(goal="What is 2 + 2?"))
         assert created and time.monotonic() - began < 10

@@ -13,6 +13,7 @@ from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StepType, StopReason
 from jarvis_agents.llm.ollama import OllamaChatModel
+from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.tools.registry import ToolRegistry
@@ -23,7 +24,7 @@ from tests.faults.conftest import CALC
 def parts(pg_url: str, fake_ollama: Any, tmp_path: Any) -> Iterator[tuple[Repository, Executor]]:
     settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path), "DATABASE_URL": pg_url,
                                   "OLLAMA_HOST": fake_ollama.url})
-    repository = Repository(make_engine(pg_url))
+    repository = repository_for(make_engine(pg_url))
     model = OllamaChatModel(host=fake_ollama.url, retries=3, backoff_initial_s=0.05, backoff_max_s=0.2)
     tools = ToolRegistry.default(settings)
     executor = Executor(store=repository, model=model, tools=tools, events=MemoryEventBus(),
@@ -35,7 +36,7 @@ def parts(pg_url: str, fake_ollama: Any, tmp_path: Any) -> Iterator[tuple[Reposi
 
 
 def started(repository: Repository, model: str = "test-model") -> Agent:
-    user, _ = repository.create_user(f"exec-{uuid.uuid4().hex[:8]}")
+    user, _ = repository.users.create(f"exec-{uuid.uuid4().hex[:8]}")
     agent, _ = repository.create_agent(
         Agent.new(user_id=user.id, goal="What is 1234 * 902?", model=model, max_steps=5))
     claimed = repository.claim(agent.id)

@@ -14,6 +14,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, StepType, StopReason
+from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.tools.registry import ToolRegistry
@@ -39,7 +40,7 @@ def server() -> Iterator[FakeOllama]:
 
 @pytest.fixture
 def repository(pg_url: str) -> Iterator[Repository]:
-    made = Repository(make_engine(pg_url))
+    made = repository_for(make_engine(pg_url))
     yield made
     made.engine.dispose()
 
@@ -48,7 +49,7 @@ def run(repository: Repository, server: FakeOllama, provider: str, tmp_path: Pat
         mode: AgentMode, tools: tuple[str, ...] | None = None,
         schema: dict[str, Any] | None = None) -> Agent:
     settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)})
-    user, _ = repository.create_user(f"modes-{uuid.uuid4().hex[:8]}")
+    user, _ = repository.users.create(f"modes-{uuid.uuid4().hex[:8]}")
     agent, _ = repository.create_agent(Agent.new(
         user_id=user.id, goal="What is 1234 * 902?", model="test-model", max_steps=5,
         mode=mode, tools=tools, output_schema=schema))

@@ -12,7 +12,7 @@ import pytest
 from jarvis_agents import approvals
 from jarvis_agents.errors import Conflict
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
-from jarvis_agents.store.approvals import waiting_since_before
+from jarvis_agents.store import repository_for
 from jarvis_agents.store.repository import Repository
 
 pytestmark = pytest.mark.integration
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 def waiting(repository: Repository, *, webhook: bool = False) -> tuple[Agent, str]:
     """A RUNNING agent moved to WAITING on a calculate call, as the executor does it."""
-    user, _ = repository.create_user(f"u{uuid.uuid4().hex[:8]}")
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
     agent = Agent.new(user_id=user.id, goal="6*7?", model="m", max_steps=5,
                       approve_tools=("calculate",),
                       webhook_url="https://hooks.example.com/x" if webhook else None)
@@ -70,8 +70,8 @@ def test_an_answer_is_a_compare_and_set(repository: Repository) -> None:
 
 def test_waiting_agents_past_their_timeout_fail(repository: Repository) -> None:
     agent, _ = waiting(repository)
-    assert waiting_since_before(repository, utcnow() - timedelta(seconds=60)) == []
-    overdue = waiting_since_before(repository, utcnow() + timedelta(seconds=1))
+    assert repository.waiting_since(utcnow() - timedelta(seconds=60)) == []
+    overdue = repository.waiting_since(utcnow() + timedelta(seconds=1))
     assert [a.id for a in overdue] == [agent.id]
     early = replace(overdue[0], updated_at=utcnow() - timedelta(seconds=61))
     failed = approvals.expire(repository, early, timeout_s=60)
@@ -117,8 +117,8 @@ def test_the_migration_keeps_every_row_and_learns_waiting(backend: str, tmp_path
             # The schema before native tool calling and approvals, whose migrations must
             # keep every row (no rebuild of `agents` on SQLite: its cascade took the steps).
             migrate(command.downgrade, "0008")
-            repository = Repository(engine)
-            user, _ = repository.create_user("before")
+            repository = repository_for(engine)
+            user, _ = repository.users.create("before")
             agent = Agent.new(user_id=user.id, goal="g", model="m", max_steps=5)
             with engine.begin() as conn:  # the columns of then only
                 conn.execute(text(

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, utcnow
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
-from tests.integration.test_store import new_agent, running
+from tests.support.store import new_agent, running
 
 
 def dropped() -> OperationalError:
@@ -46,7 +46,7 @@ def store(repository: Repository) -> OutageTolerantStore:
 @pytest.fixture
 def agent(repository: Repository) -> Agent:
     """A RUNNING agent under its first attempt."""
-    user, _ = repository.create_user("outage")
+    user, _ = repository.users.create("outage")
     return running(repository, user.id)
 
 
@@ -102,7 +102,7 @@ def test_the_end_of_an_agent_is_retried_and_known_as_its_own(
 def test_a_claim_and_a_take_over_are_retried_and_known_as_their_own(
     repository: Repository, store: OutageTolerantStore, after_commit: bool
 ) -> None:
-    user, _ = repository.create_user("claim")
+    user, _ = repository.users.create("claim")
     agent, _ = repository.create_agent(new_agent(user.id))
     flaky(repository, "claim", failures=1, after_commit=after_commit)
     claimed = store.claim(agent.id, task_id="t1")

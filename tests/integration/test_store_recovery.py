@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
 from jarvis_agents.store.repository import Repository, agents
-from tests.integration.test_store import new_agent, running
+from tests.support.store import new_agent, running
 
 SWEEPERS = 4
 
@@ -48,7 +48,7 @@ def race(sweep: Callable[[], list[Any]]) -> list[Any]:
 
 
 def test_a_stale_agent_is_requeued_once_however_many_sweepers_race(repository: Repository) -> None:
-    user, _ = repository.create_user("sweep")
+    user, _ = repository.users.create("sweep")
     long_ago = utcnow() - timedelta(minutes=5)
     stale = [running(repository, user.id) for _ in range(12)]
     for agent in stale:
@@ -74,7 +74,7 @@ def test_a_stale_agent_is_requeued_once_however_many_sweepers_race(repository: R
 
 
 def test_a_pending_agent_is_requeued_once_per_period(repository: Repository) -> None:
-    user, _ = repository.create_user("pending")
+    user, _ = repository.users.create("pending")
     long_ago = utcnow() - timedelta(minutes=5)
     waited: list[Agent] = []
     for _ in range(6):
@@ -97,7 +97,7 @@ def test_a_pending_agent_is_requeued_once_per_period(repository: Repository) -> 
 
 
 def test_a_take_over_counts_a_lost_worker_and_not_a_hand_back(repository: Repository) -> None:
-    user, _ = repository.create_user("losses")
+    user, _ = repository.users.create("losses")
     agent = running(repository, user.id)
     assert agent.losses == 0
     later = utcnow() + timedelta(seconds=1)  # every heartbeat so far is stale
@@ -122,7 +122,7 @@ def give_up(repository: Repository, agent: Agent, heartbeat_before: datetime,
 def test_worker_lost_is_refused_to_a_fresh_heartbeat_and_to_a_hand_back(
     repository: Repository,
 ) -> None:
-    user, _ = repository.create_user("lost")
+    user, _ = repository.users.create("lost")
     agent = running(repository, user.id)
     stale_before = utcnow() - timedelta(seconds=30)
     assert not give_up(repository, agent, stale_before)  # it beats: alive

@@ -64,7 +64,7 @@ def world(repository: Repository, tmp_path: Path) -> Iterator[World]:
     service = AgentService(repository=repository, settings=settings, dispatcher=NoQueue(),  # type: ignore[arg-type]
                            events=MemoryEventBus(), tool_names=["calculate"])
     tools = ToolRegistry.default(settings)
-    user, _ = repository.create_user("threader")
+    user, _ = repository.users.create("threader")
     yield World(repository, service, tools, user.id)
     tools.close()
 
@@ -102,7 +102,7 @@ def test_a_thread_is_the_users_own_and_one_agent_at_a_time(world: World) -> None
     assert busy.value.code == "thread_busy"
     with pytest.raises(NotFound, match="no thread"):
         world.create("nowhere", thread_id=uuid.uuid4())
-    other, _ = world.repository.create_user("someone-else")
+    other, _ = world.repository.users.create("someone-else")
     with pytest.raises(NotFound, match="no thread"):
         world.service.create(other.id, CreateRequest(goal="theirs", thread_id=first.id))
 
@@ -238,7 +238,7 @@ def test_a_fork_must_start_at_an_iterations_end_of_an_ended_agent_of_ones_own(wo
         assert bad.value.code == "invalid_after_seq"
     with pytest.raises(RequestError, match="more than the 2 iterations"):
         world.service.fork(world.user, original.id, ForkRequest(after_seq=6, max_steps=2))
-    other, _ = world.repository.create_user("not-the-owner")
+    other, _ = world.repository.users.create("not-the-owner")
     with pytest.raises(NotFound):
         world.service.fork(other.id, original.id, ForkRequest(after_seq=3))
     running = world.create("still going")

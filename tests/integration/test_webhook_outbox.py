@@ -45,7 +45,7 @@ def settings(**env: str) -> Settings:
 
 
 def agent_with(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
-    user, _ = repository.create_user(f"u-{uuid.uuid4().hex[:8]}")
+    user, _ = repository.users.create(f"u-{uuid.uuid4().hex[:8]}")
     agent, _ = repository.create_agent(
         Agent.new(user_id=user.id, goal="goal", model="m", max_steps=5, webhook_url=url))
     return agent
@@ -279,7 +279,7 @@ def test_a_name_rebound_to_loopback_after_create_is_refused_at_delivery(
     service = AgentService(
         repository=repository, settings=strict, dispatcher=NoQueue(), events=MemoryEventBus(),  # type: ignore[arg-type]
         tool_names=["calculate"], webhook_check=lambda u: check_webhook_url(u, strict, resolver=dns))
-    user, _ = repository.create_user(f"u-{uuid.uuid4().hex[:8]}")
+    user, _ = repository.users.create(f"u-{uuid.uuid4().hex[:8]}")
     agent, _ = service.create(user.id, CreateRequest(goal="goal", webhook_url=url))
     claimed = repository.claim(agent.id)
     assert claimed is not None and complete(repository, claimed)

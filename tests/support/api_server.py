@@ -41,7 +41,7 @@ class Api:
         name = name or f"user-{time.monotonic_ns()}-{next(self._names)}"
         repository = open_repository(Settings.from_env(self.env), pool_size=1)
         try:
-            _, api_key = repository.create_user(name)
+            _, api_key = repository.users.create(name)
         finally:
             repository.engine.dispose()
         return api_key

@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from api import create_app
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
-from jarvis_agents.store.repository import User
+from jarvis_agents.store.users import User
 
 KEY = "jrv_test-key"
 
@@ -26,7 +26,11 @@ class Repository:
         self.user = User(uuid.uuid4(), "ada", None)  # type: ignore[arg-type]
         self.failure: Exception | None = None
 
-    def user_by_api_key(self, api_key: str) -> User | None:
+    @property
+    def users(self) -> Repository:  # its users too
+        return self
+
+    def by_api_key(self, api_key: str) -> User | None:
         return self.user if api_key == KEY else None
 
     def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Any:

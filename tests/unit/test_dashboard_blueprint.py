@@ -14,7 +14,7 @@ from api.dashboard import STATIC_DIR, dashboard
 
 
 class NoUsers:
-    def user_by_api_key(self, api_key: str) -> None:
+    def by_api_key(self, api_key: str) -> None:
         return None
 
 

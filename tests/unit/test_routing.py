@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from prometheus_client.core import HistogramMetricFamily
 
-from jarvis_agents import runner as runner_module
 from jarvis_agents.cluster_metrics import ClusterMetrics, read_families
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import ConfigError
@@ -145,6 +144,9 @@ class SweepRepository:
     def models_of(self, ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
         return {i: self.models[i] for i in ids}
 
+    def waiting_since(self, cutoff: Any) -> list[Any]:  # no agent waits for an approval here
+        return []
+
 
 class Queues:
     def __init__(self) -> None:
@@ -157,8 +159,6 @@ class Queues:
 def test_the_sweep_queues_each_agent_on_its_models_queue_if_a_worker_takes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # No agent waits for an approval here (that sweep reads SQL: tests/unit/test_approvals.py).
-    monkeypatch.setattr(runner_module, "waiting_since_before", lambda repository, cutoff: [])
     a1, b1, a2, c1 = (uuid.uuid4() for _ in range(4))
     repository = SweepRepository({a1: "a", b1: "b", a2: "a", c1: "c"}, stale=[a1, b1], pending=[a2, c1])
     queues = Queues()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,7 +28,7 @@ from tests.unit.test_tools_network import server  # noqa: F401 - a fixture
 
 
 class RunnerStore(MemoryStore):
-    """The MemoryStore plus the few repository calls the runner makes."""
+    """The MemoryStore, noting the hand-backs and heartbeats, and the dispatcher's enqueues."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -37,34 +37,18 @@ class RunnerStore(MemoryStore):
         self.queues: list[str] = []
         self.beats: list[list[tuple[uuid.UUID, int]]] = []
 
-    def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
-        agent = self.get(agent_id)
-        if agent is None or agent.status is not AgentStatus.PENDING:
-            return None
-        return self.add(agent.with_running(attempt=agent.attempt + 1))
-
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
         self.released.append((agent_id, attempt))
-        return True
+        return super().release(agent_id, attempt)
 
     def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = "") -> None:  # the dispatcher's
         self.enqueued.append(task_id)
         self.queues.append(queue)
 
-    def heartbeat(self, owned: Sequence[tuple[uuid.UUID, int]]) -> None:
-        self.beats.append(sorted(owned))
-
-    def take_over(self, agent_id: uuid.UUID, *, attempt: int, stale_before: datetime,
-                  task_id: str | None = None) -> Agent | None:
-        with self._lock:
-            agent = self.agents[agent_id]
-            lost = agent.heartbeat_at is not None
-            if agent.status is not AgentStatus.RUNNING or agent.attempt != attempt or (
-                    lost and agent.heartbeat_at >= stale_before):  # type: ignore[operator]
-                return None
-            self.agents[agent_id] = replace(agent, attempt=attempt + 1, heartbeat_at=utcnow(),
-                                            losses=agent.losses + lost)
-            return self.agents[agent_id]
+    def heartbeat(self, owned: Iterable[tuple[uuid.UUID, int]]) -> int:
+        pairs = sorted(owned)
+        self.beats.append(pairs)
+        return super().heartbeat(pairs)
 
     def set_heartbeat(self, agent_id: uuid.UUID, when: datetime | None) -> None:
         self.agents[agent_id] = replace(self.agents[agent_id], heartbeat_at=when)

@@ -18,22 +18,26 @@ from jarvis_agents.events import MemoryEventBus, RedisEventBus
 from jarvis_agents.lifecycle import Agent
 from jarvis_agents.routing import queue_for
 from jarvis_agents.service import AgentService, CreateRequest
+from jarvis_agents.store.memory import MemoryStore
 from workers.celery_app import CeleryDispatcher, create_celery
 
 
-class Repository:
-    """Records what the service did to the store, in order, in `log` (shared)."""
+class Repository(MemoryStore):
+    """The MemoryStore, noting each create's commit in `log` (shared) and each forgotten task."""
 
     def __init__(self, log: list[str]) -> None:
+        super().__init__()
         self.log = log
         self.forgotten: list[uuid.UUID] = []
 
     def create_agent(self, agent: Agent, *, max_active: int | None = None) -> tuple[Agent, bool]:
+        created = super().create_agent(agent, max_active=max_active)
         self.log.append("commit")
-        return agent, True
+        return created
 
     def forget_task(self, agent_id: uuid.UUID) -> None:
         self.forgotten.append(agent_id)
+        super().forget_task(agent_id)
 
 
 class Dispatcher(MemoryDispatcher):
@@ -78,6 +82,8 @@ def test_an_unreachable_broker_leaves_the_agent_to_the_sweeper(
         uuid.uuid4(), CreateRequest(goal="What is 2 + 2?"))
     assert created and agent.status.value == "PENDING"  # still a 202 with the agent
     assert repository.forgotten == [agent.id]  # task_id cleared: the sweeper enqueues it
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.task_id is None
     assert "stays queued for the sweeper" in caplog.text
 
 
