@@ -28,6 +28,7 @@ from bench.stack import PG_ADMIN_URL
 from bench.webhook_receiver import fetch_deliveries
 from jarvis_agents.config import Settings
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine, upgrade
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -45,7 +46,7 @@ def threads_cpu_s(threads: list[threading.Thread]) -> float:
 
 
 def owe(repository: Repository, url: str, n: int) -> None:
-    user, _ = repository.create_user(f"drain-{secrets.token_hex(4)}")
+    user, _ = repository.users.create(f"drain-{secrets.token_hex(4)}")
     for i in range(n):
         agent, _ = repository.create_agent(
             Agent.new(user_id=user.id, goal=f"g{i}", model="m", max_steps=5, webhook_url=url))
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         receiver.stdout.readline()  # listening
         receiver_url = f"http://127.0.0.1:{args.port}"
         upgrade(url)
-        repository = Repository(make_engine(url))
+        repository = repository_for(make_engine(url))
         settings = Settings.from_env({"JARVIS_WEBHOOK_SECRET": "bench",
                                       "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"})
         for number in range(args.rounds):

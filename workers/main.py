@@ -177,7 +177,7 @@ def worker_presence(
     presence = WorkerPresence(
         directory, name=name, models=models, concurrency=settings.worker_concurrency,
         running=runner.active, subscribe=subscribe, interval_s=settings.heartbeat_interval_s,
-        pending_models=lambda: runner.repository.pending_by_model().keys())
+        pending_models=lambda: runner.repository.statistics.pending_by_model().keys())
     if models is None:
         # The default model's queue is nearly always in use.
         presence.subscribed |= {settings.model, *directory.models()}
