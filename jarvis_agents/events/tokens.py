@@ -9,10 +9,12 @@ order, so that a reply's tokens come before its step events.
 They are published only while someone listens to that agent with tokens on. An API
 stream with `?tokens=1` registers as a listener (`TokenListeners`: a Redis hash per
 agent, one field per API process, expiring unless refreshed while its streams are
-open); the worker's `TokenBatcher` asks Redis whether the hash exists, for all the
-agents with a batch due in one pipelined round trip, and remembers a "yes" for
-`heard_s`. An agent nobody watches costs an `EXISTS` per batch interval of the
-process at most, never a publish. A batch is checked when it is sent, after the
+open); the worker's `TokenBatcher` asks its `listening` which agents have one. The
+worker's Redis bus answers "all of them" and sends each batch as a script that
+publishes it only if the hash exists at that moment, in the same write as the steps'
+publishes: no round trip of its own (`redis_listening`, an `EXISTS` per batch due,
+cost one per reply under load). An agent nobody watches costs one script call per
+batch, never a publish. A batch is checked when it is sent, after the
 listener registered, so a client that joins mid-reply gets every delta written
 after it joined (and perhaps a few written up to one interval before).
 """
