@@ -129,6 +129,9 @@ class TokenBatcher:
         self._changed = threading.Condition(threading.Lock())
         self._urgent = False
         self._thread: threading.Thread | None = None
+        # Whether the sender thread sleeps with no batch due (until notified), or with a
+        # deadline, which comes no later than any newer reply's: then it need not be woken.
+        self._idle = True
 
     def reply(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
         return ReplyTokens(self, agent_id, step)
@@ -148,7 +151,9 @@ class TokenBatcher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="jarvis-tokens", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            # A thread switch per reply saved: a sleeper with a deadline looks again then.
+            if now or self._idle:
+                self._changed.notify()
 
     def send_rest(self, reply: ReplyTokens) -> None:
         """The reply is complete: send what it still holds, on the caller's thread."""
@@ -167,7 +172,9 @@ class TokenBatcher:
             with self._changed:
                 wait_s = self._next_wait()
                 while wait_s is None or (wait_s > 0 and not self._urgent):
+                    self._idle = wait_s is None
                     self._changed.wait(wait_s)
+                    self._idle = False
                     wait_s = self._next_wait()
                 self._urgent = False
                 replies = list(self._open)
