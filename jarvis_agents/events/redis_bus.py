@@ -54,6 +54,9 @@ class RedisEventBus:
         self._sender: _Sender | None = None
         self._sender_lock = threading.Lock()
         self._tokens: TokenBatcher | None = None
+        # Per agent thread: a reply's last token batch, (agent id, commands), held for
+        # the steps that thread publishes next.
+        self._held = threading.local()
 
     @property
     def hub(self) -> EventHub:
@@ -81,6 +84,11 @@ class RedisEventBus:
         channel = AGENT_CHANNEL.format(agent.id)
         commands = [("PUBLISH", channel, encode("step", step_event(agent.id, step)))
                     for step in steps]
+        held = getattr(self._held, "tokens", None)
+        if held is not None:
+            self._held.tokens = None
+            if held[0] == agent.id:  # else an attempt that stopped before its steps: dropped
+                commands = held[1] + commands
         if status:
             commands += [("PUBLISH", channel, payload) for channel, payload in _status_messages(agent)]
         if commands:
@@ -95,7 +103,8 @@ class RedisEventBus:
                 batcher = self._tokens
                 if batcher is None or batcher.pid != os.getpid():
                     batcher = self._tokens = TokenBatcher(
-                        publish=self._publish_tokens, listening=_asked_when_published)
+                        publish=self._publish_tokens, listening=_asked_when_published,
+                        publish_rest=self._hold_tokens)
         return batcher.reply(agent_id, step)
 
     def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
@@ -107,11 +116,14 @@ class RedisEventBus:
         # Each is published by Redis only if the agent has a token listener registered
         # at that moment (events.tokens): the check rides in the write, with no round
         # trip of its own, where asking first (EXISTS) cost one per reply under load.
-        self._background().put([
-            ("EVAL", PUBLISH_IF_LISTENED, 1, TOKEN_LISTENERS.format(agent_id),
-             AGENT_CHANNEL.format(agent_id), encode("token", token_event(agent_id, step, text)))
-            for agent_id, step, text in batches
-        ])
+        self._background().put(_token_commands(batches))
+
+    def _hold_tokens(self, batches: Sequence[TokenBatch]) -> None:
+        # A complete reply's last batch (on the agent's thread, which publishes the
+        # reply's steps next): it goes in the same write as they do, not a write of its
+        # own. An attempt that stops before publishing them (superseded, cancelled)
+        # drops it.
+        self._held.tokens = (batches[0][0], _token_commands(batches))
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until the events queued so far are sent (or dropped); False on timeout."""
@@ -288,6 +300,14 @@ class _Sender:
         if connection is not None:
             connection.disconnect()
             self.redis.connection_pool.release(connection)
+
+
+def _token_commands(batches: Sequence[TokenBatch]) -> _Batch:
+    return [
+        ("EVAL", PUBLISH_IF_LISTENED, 1, TOKEN_LISTENERS.format(agent_id),
+         AGENT_CHANNEL.format(agent_id), encode("token", token_event(agent_id, step, text)))
+        for agent_id, step, text in batches
+    ]
 
 
 def _status_messages(agent: Agent) -> list[tuple[str, str]]:

@@ -115,9 +115,11 @@ class TokenBatcher:
 
     def __init__(
         self, *, publish: Publish, listening: Listening, interval_s: float = 0.05,
-        max_bytes: int = 256, heard_s: float = 1.0,
+        max_bytes: int = 256, heard_s: float = 1.0, publish_rest: Publish | None = None,
     ) -> None:
         self.publish = publish
+        # A complete reply's last batch, on the caller's thread (default: `publish`).
+        self.publish_rest = publish_rest or publish
         self.listening = listening
         self.interval_s = interval_s
         self.max_bytes = max_bytes
@@ -162,8 +164,8 @@ class TokenBatcher:
                 return
             heard = self._heard([reply.agent_id], recent_silence_s=self.interval_s)
             text = reply.take()
-            if reply.agent_id in heard:
-                self._publish([(reply.agent_id, reply.step, text)])
+            if reply.agent_id in heard and text:
+                self.publish_rest([(reply.agent_id, reply.step, text)])
 
     # --- the sender thread -------------------------------------------------------------
 
