@@ -8,6 +8,8 @@ are their `jarvis_steps_written` counters). The whole system's figures, the API'
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import Counter, Histogram
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -31,22 +33,36 @@ MODEL_TOKENS = Counter(
 
 
 class PrometheusTimings:
-    """The executor's Timings, recorded into this process's Prometheus registry."""
+    """The executor's Timings, recorded into this process's Prometheus registry.
+
+    A labelled metric's child is looked up once per label value and kept: `labels()`
+    takes a lock and builds its key on every call, several times per iteration.
+    """
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def planning(self, seconds: float) -> None:
         PLANNING_SECONDS.observe(seconds)
 
     def tool(self, name: str, seconds: float) -> None:
-        TOOL_SECONDS.labels(tool=name).observe(seconds)
+        self._child(TOOL_SECONDS, name).observe(seconds)
 
     def step(self, kind: str) -> None:
-        STEPS_WRITTEN.labels(type=kind).inc()
+        self._child(STEPS_WRITTEN, kind).inc()
 
     def agent(self, status: str, seconds: float) -> None:
-        AGENT_SECONDS.labels(status=status).observe(seconds)
+        self._child(AGENT_SECONDS, status).observe(seconds)
 
     def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None:
         if input_tokens:
-            MODEL_TOKENS.labels(model=model, direction="input").inc(input_tokens)
+            self._child(MODEL_TOKENS, model, "input").inc(input_tokens)
         if output_tokens:
-            MODEL_TOKENS.labels(model=model, direction="output").inc(output_tokens)
+            self._child(MODEL_TOKENS, model, "output").inc(output_tokens)

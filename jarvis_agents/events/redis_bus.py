@@ -33,11 +33,11 @@ from jarvis_agents.events.messages import (
 )
 from jarvis_agents.events.subscription import Subscription
 from jarvis_agents.events.tokens import (
+    TOKEN_LISTENERS,
     Listen,
     ReplyTokens,
     TokenBatch,
     TokenBatcher,
-    redis_listening,
     token_event,
 )
 from jarvis_agents.lifecycle import Agent, Step
@@ -54,6 +54,9 @@ class RedisEventBus:
         self._sender: _Sender | None = None
         self._sender_lock = threading.Lock()
         self._tokens: TokenBatcher | None = None
+        # Per agent thread: a reply's last token batch, (agent id, commands), held for
+        # the steps that thread publishes next.
+        self._held = threading.local()
 
     @property
     def hub(self) -> EventHub:
@@ -79,11 +82,17 @@ class RedisEventBus:
         published so far has been sent.
         """
         channel = AGENT_CHANNEL.format(agent.id)
-        messages = [(channel, encode("step", step_event(agent.id, step))) for step in steps]
+        commands = [("PUBLISH", channel, encode("step", step_event(agent.id, step)))
+                    for step in steps]
+        held = getattr(self._held, "tokens", None)
+        if held is not None:
+            self._held.tokens = None
+            if held[0] == agent.id:  # else an attempt that stopped before its steps: dropped
+                commands = held[1] + commands
         if status:
-            messages += _status_messages(agent)
-        if messages:
-            self._background().put(messages)
+            commands += [("PUBLISH", channel, payload) for channel, payload in _status_messages(agent)]
+        if commands:
+            self._background().put(commands)
 
     def reply_tokens(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
         """The `on_delta` of one reply (use it as a context manager around the model call):
@@ -94,7 +103,8 @@ class RedisEventBus:
                 batcher = self._tokens
                 if batcher is None or batcher.pid != os.getpid():
                     batcher = self._tokens = TokenBatcher(
-                        publish=self._publish_tokens, listening=redis_listening(self.redis))
+                        publish=self._publish_tokens, listening=_asked_when_published,
+                        publish_rest=self._hold_tokens)
         return batcher.reply(agent_id, step)
 
     def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
@@ -103,10 +113,17 @@ class RedisEventBus:
 
     def _publish_tokens(self, batches: Sequence[TokenBatch]) -> None:
         # Through the same sender as the steps: a reply's tokens go before its steps.
-        self._background().put([
-            (AGENT_CHANNEL.format(agent_id), encode("token", token_event(agent_id, step, text)))
-            for agent_id, step, text in batches
-        ])
+        # Each is published by Redis only if the agent has a token listener registered
+        # at that moment (events.tokens): the check rides in the write, with no round
+        # trip of its own, where asking first (EXISTS) cost one per reply under load.
+        self._background().put(_token_commands(batches))
+
+    def _hold_tokens(self, batches: Sequence[TokenBatch]) -> None:
+        # A complete reply's last batch (on the agent's thread, which publishes the
+        # reply's steps next): it goes in the same write as they do, not a write of its
+        # own. An attempt that stops before publishing them (superseded, cancelled)
+        # drops it.
+        self._held.tokens = (batches[0][0], _token_commands(batches))
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until the events queued so far are sent (or dropped); False on timeout."""
@@ -142,7 +159,18 @@ class RedisEventBus:
             log.warning("could not publish events of agent %s: %s", agent_id, exc)
 
 
-_Batch = list[tuple[str, str]]  # (channel, payload) in publishing order
+_Batch = list[tuple[Any, ...]]  # Redis commands (PUBLISH, or EVAL of one) in order
+
+# PUBLISH ARGV[2] on channel ARGV[1] if the hash KEYS[1] (an agent's token listeners) exists.
+PUBLISH_IF_LISTENED = (
+    "if redis.call('EXISTS', KEYS[1]) == 1 then "
+    "return redis.call('PUBLISH', ARGV[1], ARGV[2]) end return 0"
+)
+
+
+def _asked_when_published(agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """The batcher's `listening`: every agent, since Redis itself checks at publish time."""
+    return set(agent_ids)
 
 # Past this many batches waiting (Redis down or hung for a long time), new ones are
 # dropped instead of growing the worker's memory: the database keeps every step.
@@ -238,8 +266,7 @@ class _Sender:
         try:
             connection = self._ready_connection()
             connection.send_packed_command(
-                connection.pack_commands([("PUBLISH", channel, payload)
-                                          for channel, payload in messages]),
+                connection.pack_commands(messages),
                 check_health=False,  # a health check's PING would read our replies
             )
             self._unread = len(messages)
@@ -275,7 +302,15 @@ class _Sender:
             self.redis.connection_pool.release(connection)
 
 
-def _status_messages(agent: Agent) -> _Batch:
+def _token_commands(batches: Sequence[TokenBatch]) -> _Batch:
+    return [
+        ("EVAL", PUBLISH_IF_LISTENED, 1, TOKEN_LISTENERS.format(agent_id),
+         AGENT_CHANNEL.format(agent_id), encode("token", token_event(agent_id, step, text)))
+        for agent_id, step, text in batches
+    ]
+
+
+def _status_messages(agent: Agent) -> list[tuple[str, str]]:
     """A status change as published: on the agent's channel, then on its user's."""
     payload = encode("status", status_event(agent))
     return [(AGENT_CHANNEL.format(agent.id), payload), (USER_CHANNEL.format(agent.user_id), payload)]

@@ -9,10 +9,12 @@ order, so that a reply's tokens come before its step events.
 They are published only while someone listens to that agent with tokens on. An API
 stream with `?tokens=1` registers as a listener (`TokenListeners`: a Redis hash per
 agent, one field per API process, expiring unless refreshed while its streams are
-open); the worker's `TokenBatcher` asks Redis whether the hash exists, for all the
-agents with a batch due in one pipelined round trip, and remembers a "yes" for
-`heard_s`. An agent nobody watches costs an `EXISTS` per batch interval of the
-process at most, never a publish. A batch is checked when it is sent, after the
+open); the worker's `TokenBatcher` asks its `listening` which agents have one. The
+worker's Redis bus answers "all of them" and sends each batch as a script that
+publishes it only if the hash exists at that moment, in the same write as the steps'
+publishes: no round trip of its own (`redis_listening`, an `EXISTS` per batch due,
+cost one per reply under load). An agent nobody watches costs one script call per
+batch, never a publish. A batch is checked when it is sent, after the
 listener registered, so a client that joins mid-reply gets every delta written
 after it joined (and perhaps a few written up to one interval before).
 """
@@ -113,9 +115,11 @@ class TokenBatcher:
 
     def __init__(
         self, *, publish: Publish, listening: Listening, interval_s: float = 0.05,
-        max_bytes: int = 256, heard_s: float = 1.0,
+        max_bytes: int = 256, heard_s: float = 1.0, publish_rest: Publish | None = None,
     ) -> None:
         self.publish = publish
+        # A complete reply's last batch, on the caller's thread (default: `publish`).
+        self.publish_rest = publish_rest or publish
         self.listening = listening
         self.interval_s = interval_s
         self.max_bytes = max_bytes
@@ -127,6 +131,9 @@ class TokenBatcher:
         self._changed = threading.Condition(threading.Lock())
         self._urgent = False
         self._thread: threading.Thread | None = None
+        # Whether the sender thread sleeps with no batch due (until notified), or with a
+        # deadline, which comes no later than any newer reply's: then it need not be woken.
+        self._idle = True
 
     def reply(self, agent_id: uuid.UUID, step: int) -> ReplyTokens:
         return ReplyTokens(self, agent_id, step)
@@ -146,7 +153,9 @@ class TokenBatcher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="jarvis-tokens", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            # A thread switch per reply saved: a sleeper with a deadline looks again then.
+            if now or self._idle:
+                self._changed.notify()
 
     def send_rest(self, reply: ReplyTokens) -> None:
         """The reply is complete: send what it still holds, on the caller's thread."""
@@ -155,8 +164,8 @@ class TokenBatcher:
                 return
             heard = self._heard([reply.agent_id], recent_silence_s=self.interval_s)
             text = reply.take()
-            if reply.agent_id in heard:
-                self._publish([(reply.agent_id, reply.step, text)])
+            if reply.agent_id in heard and text:
+                self.publish_rest([(reply.agent_id, reply.step, text)])
 
     # --- the sender thread -------------------------------------------------------------
 
@@ -165,7 +174,9 @@ class TokenBatcher:
             with self._changed:
                 wait_s = self._next_wait()
                 while wait_s is None or (wait_s > 0 and not self._urgent):
+                    self._idle = wait_s is None
                     self._changed.wait(wait_s)
+                    self._idle = False
                     wait_s = self._next_wait()
                 self._urgent = False
                 replies = list(self._open)

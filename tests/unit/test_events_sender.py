@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from jarvis_agents.events import AGENT_CHANNEL, USER_CHANNEL, RedisEventBus, decode
+from jarvis_agents.events.tokens import TOKEN_LISTENERS
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType
 
 
@@ -18,9 +19,20 @@ class Connection:
         self.client = client
         self.replies = 0
 
-    def pack_commands(self, commands: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
-        assert all(command == "PUBLISH" for command, _, _ in commands)
-        return [(channel, payload) for _, channel, payload in commands]
+    def pack_commands(self, commands: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+        # A PUBLISH as (channel, payload); a token's publish-if-listened script as
+        # (channel, payload) too, its listener key recorded in `scripted`.
+        packed = []
+        for command in commands:
+            if command[0] == "EVAL":
+                _, _, keys, key, channel, payload = command
+                assert keys == 1
+                self.client.scripted.append(key)
+                packed.append((channel, payload))
+            else:
+                assert command[0] == "PUBLISH"
+                packed.append((command[1], command[2]))
+        return packed
 
     def send_packed_command(self, packed: list[tuple[str, str]], check_health: bool) -> None:
         assert check_health is False  # a PING would read the PUBLISHes' replies
@@ -59,6 +71,7 @@ class Pool:
 class FakeRedis:
     def __init__(self) -> None:
         self.sent: list[list[tuple[str, str]]] = []  # one list per write
+        self.scripted: list[str] = []  # listener keys of the tokens sent
         self.thread_names: set[str] = set()
         self.failure: Exception | None = None
         self.gate = threading.Event()
@@ -176,3 +189,30 @@ def test_nothing_to_publish_starts_no_thread() -> None:
     bus.publish_steps(agent(), [])
     assert bus.flush(0.1)
     assert client.sent == []
+
+
+def test_a_replys_last_tokens_leave_before_its_steps_in_the_same_write() -> None:
+    client = FakeRedis()
+    bus = RedisEventBus(client)
+    a = agent()
+    with bus.reply_tokens(a.id, 0) as on_delta:
+        on_delta("THOUGHT: ")
+        on_delta("sums")
+    bus.publish_steps(a, steps(1))
+    assert bus.flush(5)
+    channel = AGENT_CHANNEL.format(a.id)
+    assert len(client.sent) == 1  # one write, not one for the tokens and one for the step
+    assert kinds(client) == [(channel, "token", None), (channel, "step", 1)]
+    assert json.loads(client.sent[0][0][1])["data"]["delta"] == "THOUGHT: sums"
+    assert client.scripted == [TOKEN_LISTENERS.format(a.id)]  # Redis checks who listens
+
+
+def test_tokens_of_a_reply_whose_steps_never_came_are_dropped() -> None:
+    client = FakeRedis()
+    bus = RedisEventBus(client)
+    a, b = agent(), agent()
+    with bus.reply_tokens(a.id, 0) as on_delta:
+        on_delta("a reply of a superseded attempt")
+    bus.publish_steps(b, steps(1))  # the thread's next agent
+    assert bus.flush(5)
+    assert kinds(client) == [(AGENT_CHANNEL.format(b.id), "step", 1)]
