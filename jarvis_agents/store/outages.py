@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, utcnow
-from jarvis_agents.retry import database_outage_policy
+from jarvis_agents.retry import database_outage_policy, is_database_outage
 from jarvis_agents.store.interface import AgentStore
 
 T = TypeVar("T")
@@ -125,10 +125,24 @@ class OutageTolerantStore:
 
     def _retried(self, what: str, call: Callable[[bool], T]) -> T:
         """`call(retry)` under the outage policy; `retry` is True from the second try on,
-        when an earlier try may have committed before its connection broke."""
+        when an earlier try may have committed before its connection broke.
+
+        The first try runs outside the policy, which is built only once it failed (the
+        policy costs ~50 µs per call, and nearly every call succeeds); that failure is
+        handed to the policy as its first attempt: same backoffs, same logs, same budget.
+        """
+        try:
+            return call(False)
+        except Exception as exc:
+            if not is_database_outage(exc):
+                raise
+            first: BaseException | None = exc
         for attempt in database_outage_policy(self.budget_s, what=what):
             with attempt:
-                return call(attempt.retry_state.attempt_number > 1)
+                if first is not None:
+                    failed, first = first, None
+                    raise failed
+                return call(True)
         raise AssertionError("unreachable: the policy reraises")  # pragma: no cover
 
     def _written(self, agent_id: uuid.UUID, steps: Sequence[Step]) -> bool:
