@@ -16,7 +16,9 @@ from typing import Any
 
 from bench.processes import ROOT
 
-SCENARIOS = ("overhead", "concurrency", "fanout", "webhooks", "routing", "scale", "tokens", "peer")
+SCENARIOS = (
+    "overhead", "concurrency", "fanout", "webhooks", "routing", "scale", "tokens", "mcp", "peer",
+)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -219,6 +221,11 @@ def _ours(
     if "tokens" in ours:
         print("scenario 8: live tokens", flush=True)
         results["tokens"] = tokens.run(stack, users[0], runs=args.runs, sizes=sizes["tokens"])
+    if "mcp" in ours:
+        from bench import mcp_calls
+
+        print("scenario 9: MCP tool calls against a built-in", flush=True)
+        results["mcp"] = mcp_calls.scenario(runs=args.runs, quick=args.quick)
 
 
 def _peer_sizes(args: argparse.Namespace, sizes: dict[str, Any]) -> Any:

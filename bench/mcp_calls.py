@@ -1,4 +1,5 @@
-"""`python -m bench.mcp_calls`: what calling a tool over MCP costs, against a built-in.
+"""Scenario 9 of `python -m bench` (also `python -m bench.mcp_calls` alone): what calling
+a tool over MCP costs, against a built-in.
 
 The same registry call path for both (`ToolRegistry.call`, arguments validated, the
 result truncated): the built-in `calculate` runs inline on the caller's thread; the
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bench.figures import cell
 from jarvis_agents.config import Settings
 from jarvis_agents.tools.mcp.config import McpServerConfig
 from jarvis_agents.tools.mcp.provider import McpTools
@@ -64,6 +66,37 @@ def run(rounds: int, calls: int, threads: int) -> list[dict[str, Any]]:
                 results.append({"tool": label, "mode": mode, "calls_per_s": calls / seconds,
                                 "ms_per_call": seconds / calls * 1000})
     return results
+
+
+QUICK_CALLS = 20
+
+
+def scenario(*, runs: int, quick: bool) -> dict[str, Any]:
+    """`python -m bench`'s scenario 9: each round's rows, `runs` rounds (one process)."""
+    calls = QUICK_CALLS if quick else 500
+    return {"calls": calls, "threads": 8,
+            "rounds": [run(1, calls, 8) for _ in range(runs)]}
+
+
+def section(m: dict[str, Any]) -> list[str]:
+    """The scenario's part of BENCHMARKS.md: ms per call, each row's median over the rounds."""
+    rows = [
+        "## 9. MCP tool calls against a built-in",
+        "",
+        (f"The same registry call (`ToolRegistry.call`: arguments validated, the result cut) "
+         f"{m['calls']} times a round, sequentially and then over {m['threads']} threads at "
+         "once: the built-in `calculate` runs inline; the MCP tool `bench__noop` does nothing "
+         "on a stdio server this process started, so its figure is the round trip (the "
+         "process's MCP loop thread, JSON-RPC over the pipe, the server's dispatch)."),
+        "",
+        "| tool | calls | ms per call | calls/s |",
+        "|---|---|---|---|",
+    ]
+    for index, first in enumerate(m["rounds"][0]):
+        each = [{**r[index]} for r in m["rounds"]]
+        rows.append(f"| {first['tool']} | {first['mode']} | {cell(each, 'ms_per_call', 3)} | "
+                    f"{cell(each, 'calls_per_s', 0)} |")
+    return [*rows, ""]
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from bench import (
+    mcp_calls,
     report_concurrency,
     report_fanout,
     report_overhead,
@@ -102,6 +103,8 @@ def render(results: dict[str, Any], *, notes: str) -> str:
         out += scale.section(results["scale"])
     if results.get("tokens"):
         out += tokens.section(results["tokens"])
+    if results.get("mcp"):
+        out += mcp_calls.section(results["mcp"])
     if results.get("peer"):
         out += report_peer.section(results)
     out += ["## Notes: profiles, causes, proposed fixes", "", NOTES_BEGIN, notes, NOTES_END, ""]

@@ -39,7 +39,7 @@ def bench_redis(request: pytest.FixtureRequest) -> list[str]:
     return ["--redis-url", request.getfixturevalue("redis_url")]
 
 
-@pytest.mark.timeout(360)  # eight scenarios, ~150 s on a quiet machine
+@pytest.mark.timeout(360)  # nine scenarios, ~150 s on a quiet machine
 def test_quick_bench_runs_every_scenario_to_completion(
     tmp_path: Path, pg_server_url: str, bench_redis: list[str]
 ) -> None:
@@ -152,7 +152,15 @@ def test_quick_bench_runs_every_scenario_to_completion(
     assert live["events_received"] == live["events_expected"]
     assert live["complete_streams"] == live["streams"]
 
+    mcp = results["mcp"]  # the same registry call, a built-in and a stdio MCP server's no-op
+    (rows,) = mcp["rounds"]
+    assert sorted((row["tool"], row["mode"]) for row in rows) == sorted(
+        (tool, mode) for tool in ("built-in calculate", "MCP no-op (stdio)")
+        for mode in ("sequential", "8 threads")
+    )
+
     numbers = [
+        *(row["ms_per_call"] for row in rows),
         live["p99_ms"],
         live["api_cpu_us_per_token"],
         hooked["ratio"],
