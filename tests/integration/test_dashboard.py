@@ -278,6 +278,19 @@ def test_a_follow_up_joins_the_thread_and_a_step_re_runs_from_there(page: Any, l
     expect(page.locator(".step[data-type='OBSERVE']")).to_contain_text("1113068")
 
 
+def record_live_text(page: Any) -> None:
+    """From now on, every text the live reply shows goes to `window.written`, as it
+    changes (a poll could miss the last ones)."""
+    page.evaluate("""() => {
+      window.written = [];
+      new MutationObserver(() => {
+        const body = document.querySelector('[data-testid="writing"] .step-body');
+        if (body) window.written.push(body.textContent);
+      }).observe(document.getElementById("steps"),
+                 { childList: true, subtree: true, characterData: true });
+    }""")
+
+
 def test_a_reply_asked_for_again_after_its_stream_broke_is_shown_once(
     page: Any, live_stack: LiveStack
 ) -> None:
@@ -286,14 +299,7 @@ def test_a_reply_asked_for_again_after_its_stream_broke_is_shown_once(
     live_stack.fake.drop_next(1, after_chunks=6)  # then that reply breaks mid-way
     try:
         sign_in(page, live_stack.api_key)
-        page.evaluate("""() => {
-          window.written = [];
-          new MutationObserver(() => {
-            const body = document.querySelector('[data-testid="writing"] .step-body');
-            if (body) window.written.push(body.textContent);
-          }).observe(document.getElementById("steps"),
-                     { childList: true, subtree: true, characterData: true });
-        }""")
+        record_live_text(page)
         start(page, "What is 1234 * 902?")
         # Three replies with a backoff between the first two: more than the usual wait.
         expect(page.locator(".step[data-seq]")).to_have_count(5, timeout=30_000)
@@ -311,15 +317,7 @@ def test_the_reply_appears_live_while_the_model_writes_it(page: Any, live_stack:
     live_stack.fake.chunk_delay_s = 0.15  # a word every 150 ms: a second or more a reply
     try:
         sign_in(page, live_stack.api_key)
-        # Every text the live reply shows, as it changes (a poll could miss the last ones).
-        page.evaluate("""() => {
-          window.written = [];
-          new MutationObserver(() => {
-            const body = document.querySelector('[data-testid="writing"] .step-body');
-            if (body) window.written.push(body.textContent);
-          }).observe(document.getElementById("steps"),
-                     { childList: true, subtree: true, characterData: true });
-        }""")
+        record_live_text(page)
         start(page, "What is 1234 * 902?")
         writing = page.locator('[data-testid="writing"]')
         expect(writing).to_contain_text("THOUGHT: ")  # before any step of that reply
