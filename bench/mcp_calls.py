@@ -93,7 +93,7 @@ def section(m: dict[str, Any]) -> list[str]:
         "|---|---|---|---|",
     ]
     for index, first in enumerate(m["rounds"][0]):
-        each = [{**r[index]} for r in m["rounds"]]
+        each = [rows_of_round[index] for rows_of_round in m["rounds"]]
         rows.append(f"| {first['tool']} | {first['mode']} | {cell(each, 'ms_per_call', 3)} | "
                     f"{cell(each, 'calls_per_s', 0)} |")
     return [*rows, ""]

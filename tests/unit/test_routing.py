@@ -122,7 +122,7 @@ def test_a_worker_prunes_the_list_of_queues_now_and_then(monkeypatch: pytest.Mon
                             pending_models=lambda: {"a"})
     worker.start()
     try:
-        wait_until(lambda: getattr(directory, "pruned_with", None) == {"a"}, timeout_s=5)
+        assert wait_until(lambda: getattr(directory, "pruned_with", None) == {"a"}, timeout_s=5)
     finally:
         worker.stop()
 
