@@ -217,7 +217,8 @@ class Executor:
         # The tools as they are now (an MCP server's may have come, gone or changed), and
         # the thread's earlier turns before the goal.
         request = strategy.request(agent, tools, state.history)
-        request = replace(request, messages=with_context(list(request.messages), agent.context))
+        if agent.context:
+            request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
             # The reply's text goes out live while somebody listens (CONTRACT §6).
@@ -293,24 +294,23 @@ class Executor:
         """Run the ACTs' calls (as a person answered, if one was asked), those that block at
         once; their OBSERVE rows, numbered from `seq` in the ACTs' order. Raises Cancelled
         if the agent is stopped while a blocking tool runs (the tool is abandoned)."""
-        def call(act: Step) -> Step:
+        def call(act: Step, seq: int) -> Step:
             if (answer := self.approvals.answer_for(agent, act)) is not None:
                 if not answer.approve:
-                    return answer.denied(act)
+                    return replace(answer.denied(act), seq=seq)
                 act = replace(act, content=answer.tool_input)
             result = strategy.observe(tools, act, should_stop=should_stop)
             self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
-            return Step(0, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
+            return Step(seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
                         created_at=utcnow(), duration_ms=result.duration_ms, call_id=act.call_id)
 
+        numbers = range(seq, seq + len(acts))
         blocking = sum(1 for act in acts if not tools.runs_inline(act.tool or ""))
         if blocking < 2:
-            results = [call(act) for act in acts]
-        else:
-            with ThreadPoolExecutor(min(len(acts), MAX_PARALLEL_CALLS),
-                                    thread_name_prefix="tool-call") as pool:
-                results = list(pool.map(call, acts))
-        return [replace(row, seq=seq + i) for i, row in enumerate(results)]
+            return [call(act, number) for act, number in zip(acts, numbers, strict=True)]
+        with ThreadPoolExecutor(min(len(acts), MAX_PARALLEL_CALLS),
+                                thread_name_prefix="tool-call") as pool:
+            return list(pool.map(call, acts, numbers))
 
     # --- persistence -----------------------------------------------------------------
 

@@ -85,35 +85,40 @@ def _read_lines(lines: list[bytes], reply: ReplyBuilder) -> bool:
     """Adds what NDJSON lines bring to `reply`; True once one is the `done` line.
 
     The lines one read brought (a token each) are decoded in one `json.loads`, as an
-    array: a call per line cost more than the decoding itself. Only if that fails
-    are they decoded one by one, so that nothing after the `done` line is looked at.
+    array, and their text goes to `reply` as one piece: they arrived together, and a
+    call per line cost more than the decoding itself. Only if that fails are they
+    decoded one by one, so that nothing after the `done` line is looked at.
     """
     lines = [line for line in lines if line.strip()]
     try:
         decoded = json.loads(b"[" + b",".join(lines) + b"]") if len(lines) > 1 else None
     except ValueError:
         decoded = None
-    for index, line in enumerate(lines):
-        part = decoded[index] if decoded is not None else json.loads(line)
-        if error := part.get("error"):
-            if "not found" in str(error).lower():
-                raise ModelNotFound(reply.model)
-            raise TransientModelError(f"the server failed mid-reply: {error}")
-        message = part.get("message") or {}
-        reply.text(message.get("content") or "")
-        if thinking := message.get("thinking"):
-            reply.reasoning(thinking)
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            reply.tool_call(ToolCall.from_value(
-                str(function.get("name") or ""), function.get("arguments"), id=call.get("id")))
-        if part.get("done"):
-            reply.model = part.get("model") or reply.model
-            if "prompt_eval_count" in part or "eval_count" in part:
-                reply.usage = Usage(int(part.get("prompt_eval_count") or 0),
-                                    int(part.get("eval_count") or 0))
-            return True
-    return False
+    texts: list[str] = []
+    try:
+        for index, line in enumerate(lines):
+            part = decoded[index] if decoded is not None else json.loads(line)
+            if error := part.get("error"):
+                if "not found" in str(error).lower():
+                    raise ModelNotFound(reply.model)
+                raise TransientModelError(f"the server failed mid-reply: {error}")
+            message = part.get("message") or {}
+            texts.append(message.get("content") or "")
+            if thinking := message.get("thinking"):
+                reply.reasoning(thinking)
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                reply.tool_call(ToolCall.from_value(
+                    str(function.get("name") or ""), function.get("arguments"), id=call.get("id")))
+            if part.get("done"):
+                reply.model = part.get("model") or reply.model
+                if "prompt_eval_count" in part or "eval_count" in part:
+                    reply.usage = Usage(int(part.get("prompt_eval_count") or 0),
+                                        int(part.get("eval_count") or 0))
+                return True
+        return False
+    finally:
+        reply.text("".join(texts))  # what came before a failure too, as one by one did
 
 
 def error_text(body: bytes) -> str:

@@ -142,6 +142,12 @@ class RegisteredTool:
         return cls(tool, tool.name, tool.description, string_schema(parameter, tool.input_hint),
                    source, parameter, blocking)
 
+    def takes_as_is(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether `arguments` fit the schema with no check: a text tool's one string (its
+        schema is `string_schema`'s, which any such string fits)."""
+        return (self.text_parameter is not None and len(arguments) == 1
+                and isinstance(arguments.get(self.text_parameter), str))
+
     def run(self, arguments: Mapping[str, Any], *, context: ToolContext) -> str:
         if self.text_parameter is not None:
             return self.tool.run(arguments[self.text_parameter], context=context)

@@ -34,6 +34,8 @@ def test_a_text_reply_comes_with_its_usage_and_its_deltas(
     model_server: FakeOllama, chat_model: Adapter, provider: str
 ) -> None:
     model_server.responder = lambda request: Turn(text=LONG, usage=(120, 40))
+    # Pieces written apart arrive apart (what arrives in one read is handed on as one).
+    model_server.chunk_delay_s = 0.002
     deltas: list[str] = []
     reply = reply_to(chat_model, deltas=deltas)
     assert reply.content == LONG and "".join(deltas) == LONG and len(deltas) > 10
