@@ -32,6 +32,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 def system_resolver(host: str, port: int) -> list[IPAddress]:
     """The addresses the operating system resolves `host` to, in its order."""
+    if _is_ip_literal(host):  # its own address: no resolver thread to wait for (gevent's)
+        return [ipaddress.ip_address(host)]
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     # An IPv6 link-local answer may carry its zone ("fe80::1%eth0"); the check refuses it anyway.
     return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
