@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -123,6 +123,9 @@ class Executor:
         self.limits = limits
         self.timings = timings or NoTimings()
         self.approvals = approvals or ApprovalGate()
+        # By model, the mode its `auto` agents settled on here: a claim records it for
+        # the next ones (store.claim's `modes`). Replaced, never changed, when it grows.
+        self.settled: Mapping[str, AgentMode] = {}
 
     def run(
         self, agent: Agent, *, should_stop: Callable[[], bool] = lambda: False,
@@ -198,6 +201,8 @@ class Executor:
                       should_stop=should_stop)
         if mode is not agent.mode:
             self.store.set_mode(agent.id, agent.attempt, mode)
+            if agent.model not in self.settled:
+                self.settled = {**self.settled, agent.model: mode}
         return replace(agent, mode=mode)
 
     def _still_owned(self, agent: Agent) -> bool:

@@ -110,7 +110,7 @@ class AgentRunner:
             return
         # The claim first: it is the common case, and its compare-and-set needs no
         # read before it. Only when it fails does the agent's status say why.
-        agent = self.store.claim(agent_id, task_id=task_id)
+        agent = self.store.claim(agent_id, task_id=task_id, modes=self.executor.settled)
         if agent is not None:
             self.events.publish_steps(agent, (), status=True)  # RUNNING, off this thread
         else:

@@ -16,7 +16,7 @@ is RUNNING under the writer's attempt; an agent reads back exactly as it was wri
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -80,9 +80,11 @@ class AgentStore(Protocol):
         ...
 
     def claim(
-        self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None
+        self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None,
+        modes: Mapping[str, AgentMode] | None = None,
     ) -> Agent | None:
-        """PENDING → RUNNING under a new attempt; None when someone else got there first."""
+        """PENDING → RUNNING under a new attempt; None when someone else got there first.
+        An `auto` agent of a model in `modes` takes the mode given for it."""
         ...
 
     def take_over(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -144,16 +144,20 @@ class MemoryStore:
             return True
 
     def claim(
-        self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None
+        self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None,
+        modes: Mapping[str, AgentMode] | None = None,
     ) -> Agent | None:
         now = now or utcnow()
         with self._lock:
             agent = self.agents.get(agent_id)
             if agent is None or agent.status is not AgentStatus.PENDING:
                 return None
+            mode = agent.mode
+            if mode is AgentMode.AUTO:
+                mode = (modes or {}).get(agent.model, mode)
             claimed = replace(agent, status=AgentStatus.RUNNING, attempt=agent.attempt + 1,
                               started_at=agent.started_at or now, heartbeat_at=now,
-                              updated_at=now, task_id=task_id)
+                              updated_at=now, task_id=task_id, mode=mode)
             self.agents[agent_id] = claimed
             return claimed
 

@@ -19,7 +19,7 @@ recognised by exactly what it wrote, from someone else's.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -49,11 +49,14 @@ class OutageTolerantStore:
 
     # --- writes --------------------------------------------------------------------
 
-    def claim(self, agent_id: uuid.UUID, *, task_id: str | None = None) -> Agent | None:
+    def claim(
+        self, agent_id: uuid.UUID, *, task_id: str | None = None,
+        modes: Mapping[str, AgentMode] | None = None,
+    ) -> Agent | None:
         now = utcnow()  # what the claim stamps on heartbeat_at: how to know it again
 
         def claim(retry: bool) -> Agent | None:
-            claimed = self.repository.claim(agent_id, task_id=task_id, now=now)
+            claimed = self.repository.claim(agent_id, task_id=task_id, now=now, modes=modes)
             if claimed is None and retry:
                 current = self.repository.get(agent_id)
                 if (current is not None and current.status is AgentStatus.RUNNING

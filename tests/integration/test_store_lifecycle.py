@@ -15,7 +15,15 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.errors import StaleAttempt
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.lifecycle import (
+    Agent,
+    AgentMode,
+    AgentStatus,
+    Step,
+    StepType,
+    StopReason,
+    utcnow,
+)
 from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.repository import Repository
@@ -335,3 +343,19 @@ def test_a_superseded_attempt_cannot_end_the_agent_or_write_its_last_step(
         (StepType.ERROR, "the model is unreachable")]
     stored = repository.get(agent.id)
     assert stored is not None and stored.status is AgentStatus.FAILED
+
+
+def test_a_claim_records_the_mode_an_auto_agent_of_a_known_model_runs_in(
+    repository: Repository,
+) -> None:
+    user, _ = repository.users.create("mona")
+    known = {"other-model": AgentMode.NATIVE, "test-model": AgentMode.REACT}
+    auto, _ = repository.create_agent(new_agent(user.id))
+    asked, _ = repository.create_agent(new_agent(user.id, mode=AgentMode.NATIVE))
+    unknown, _ = repository.create_agent(new_agent(user.id))
+    claims = [repository.claim(auto.id, modes=known), repository.claim(asked.id, modes=known),
+              repository.claim(unknown.id, modes={"other-model": AgentMode.NATIVE})]
+    assert [c.mode if c else None for c in claims] == [
+        AgentMode.REACT, AgentMode.NATIVE, AgentMode.AUTO]
+    assert [repository.get(a.id).mode for a in (auto, asked, unknown)] == [  # type: ignore[union-attr]
+        AgentMode.REACT, AgentMode.NATIVE, AgentMode.AUTO]

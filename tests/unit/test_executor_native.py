@@ -117,6 +117,23 @@ def test_auto_on_a_model_without_tools_speaks_the_text_protocol(tools: ToolRegis
     assert model.requests[0].tools == () and done.usage.model_calls == 2
 
 
+def test_the_next_auto_agent_of_a_settled_model_is_claimed_in_its_mode(
+    tools: ToolRegistry,
+) -> None:
+    store = MemoryStore()
+    model = ScriptedChatModel(by_turn(["THOUGHT: done\nFINAL_ANSWER: 42"]), tools=False)
+    runs = executor(store, model, tools)
+    runs.run(start(store))
+    assert runs.settled == {"m": AgentMode.REACT}
+    later = store.add(Agent.new(user_id=uuid.uuid4(), goal="again", model="m", max_steps=3))
+    claimed = store.claim(later.id, modes=runs.settled)
+    assert claimed is not None and claimed.mode is AgentMode.REACT
+    recorded: list[AgentMode] = []
+    store.set_mode = lambda agent_id, attempt, mode: recorded.append(mode)  # type: ignore[method-assign]
+    done = runs.run(claimed)
+    assert done is not None and done.final_answer == "42" and recorded == []
+
+
 def test_native_on_a_model_without_tools_fails_at_its_first_step(tools: ToolRegistry) -> None:
     store = MemoryStore()
     done = executor(store, ScriptedChatModel([], tools=False), tools).run(
