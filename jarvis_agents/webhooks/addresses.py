@@ -15,6 +15,7 @@ import ipaddress
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 import httpx
@@ -63,9 +64,10 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
     return None
 
 
+@lru_cache(maxsize=1024)  # an agent's URL is parsed at its create and at each try
 def parse_webhook_url(url: str) -> httpx.URL:
     """The URL parsed, or a RequestError: http(s), a host name or an IP literal (IPv6 in
-    brackets), any port from 1 to 65535."""
+    brackets), any port from 1 to 65535. (httpx.URL is immutable: one can be shared.)"""
     try:
         parts = urlsplit(url)  # strict about ports and brackets, where httpx is lenient
         port = parts.port
