@@ -277,7 +277,7 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
         _APPEND_STEPS_OF_MANY,
         _PREPARE,
     )
-    from jarvis_agents.store.repository import _CLAIM
+    from jarvis_agents.store.repository import _claim
     from tests.conftest import new_pg_database
 
     with new_pg_database() as url:
@@ -293,7 +293,7 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
             try:
                 cursor = raw.cursor()
                 now = utcnow()
-                claim = _CLAIM.on(repository.engine.dialect)
+                claim = _claim(1).on(repository.engine.dialect)  # with a settled mode, as workers claim
                 for sql, params in (
                     (_APPEND_STEPS, {
                         "id": agent.id, "attempt": 1,
@@ -301,7 +301,9 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                         "content": ["x"], "created_at": [now], "duration_ms": [None],
                         "call_id": [None], "input_tokens": [None], "output_tokens": [None],
                     }),
-                    (claim.sql, claim.parameters({"id": pending.id, "task_id": None, "now": now})),
+                    (claim.sql, claim.parameters({"id": pending.id, "task_id": None, "now": now,
+                                                  "settled_model_0": "test-model",
+                                                  "settled_mode_0": "react"})),
                     (_APPEND_STEPS_OF_MANY, {
                         "id": [agent.id, pending.id], "attempt": [1, 1],
                         "agent_id": [agent.id], "step_attempt": [1],
