@@ -129,6 +129,7 @@ def repository(database_url: str) -> Iterator[Any]:
 # that worker, which would take the test's tasks.
 SHARED_REDIS_DB = 15
 _redis_dbs = itertools.cycle(range(1, SHARED_REDIS_DB))
+_held_redis_dbs: set[int] = set()
 
 
 @pytest.fixture(scope="session")
@@ -152,21 +153,51 @@ def redis_dbs_lock() -> Iterator[None]:
         yield
 
 
-@pytest.fixture
-def redis_url(redis_dbs_lock: None) -> Iterator[str]:
-    """An emptied Redis database of its own (queues do not leak between tests)."""
+def _next_redis_db() -> int:
+    """The cycle's next database that no module's stack holds (`held_redis_db`)."""
+    for _ in range(SHARED_REDIS_DB):
+        db = next(_redis_dbs)
+        if db not in _held_redis_dbs:
+            return db
+    raise RuntimeError("every Redis test database is held by a module's stack")
+
+
+@contextmanager
+def _emptied_redis(db: int) -> Iterator[str]:
     import redis
 
-    url = f"{REDIS_BASE}/{next(_redis_dbs)}"
+    url = f"{REDIS_BASE}/{db}"
     client = redis.Redis.from_url(url, socket_connect_timeout=2)
     try:
         client.flushdb()
     except redis.RedisError as exc:
         client.close()
         missing("Redis", str(exc))
-    yield url
-    client.flushdb()
-    client.close()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@contextmanager
+def held_redis_db() -> Iterator[str]:
+    """An emptied Redis database kept out of the cycle while held: a module's worker
+    lives on it, and a test drawing it from the cycle would share that worker's queue."""
+    db = _next_redis_db()
+    _held_redis_dbs.add(db)
+    try:
+        with _emptied_redis(db) as url:
+            yield url
+    finally:
+        _held_redis_dbs.discard(db)
+
+
+@pytest.fixture
+def redis_url(redis_dbs_lock: None) -> Iterator[str]:
+    """An emptied Redis database of its own (queues do not leak between tests)."""
+    with _emptied_redis(_next_redis_db()) as url:
+        yield url
 
 
 # --- the model -------------------------------------------------------------------------

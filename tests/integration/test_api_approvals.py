@@ -9,13 +9,19 @@ from tests.support.api_server import EventStream, wait_until
 from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures"]
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, stack
 
 SCRIPT = [
     "THOUGHT: multiply\nACTION: calculate\nINPUT: 6*7",
     "THOUGHT: done\nFINAL_ANSWER: the answer is in the observation",
 ]
 GATED = {"goal": "What is 6*7?", "max_steps": 5, "approve_tools": ["calculate"]}
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    """The module's stack signs webhooks (and may call this machine's receiver)."""
+    return {"JARVIS_WEBHOOK_SECRET": "s3cret", "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}
 
 
 def steps_of(http, agent_id: str) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -30,10 +36,9 @@ def wait_status(http, agent_id: str, status: str, timeout_s: float = 20) -> dict
     return wait_until(reached, timeout_s=timeout_s)
 
 
-def test_a_gated_call_waits_then_runs_once_approved(api_env, start_api, start_worker, fake_ollama):
-    fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_a_gated_call_waits_then_runs_once_approved(stack):
+    stack.fake.responder = FakeOllama.by_turn(SCRIPT)
+    api = stack.api
     with api.client(api.user()) as http, api.client(api.user()) as other:
         with EventStream(http, "GET", "/api/v1/events") as everyone:
             agent = http.post("/api/v1/agents", json=GATED).json()
@@ -81,11 +86,9 @@ def test_a_gated_call_waits_then_runs_once_approved(api_env, start_api, start_wo
         assert steps[2]["content"] == "42" and steps[2]["call_id"] == act["call_id"]
 
 
-def test_an_edited_input_runs_and_a_denial_is_the_observation(api_env, start_api, start_worker,
-                                                               fake_ollama):
-    fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_an_edited_input_runs_and_a_denial_is_the_observation(stack):
+    stack.fake.responder = FakeOllama.by_turn(SCRIPT)
+    api = stack.api
     with api.client(api.user()) as http:
         answers = [({"approve": True, "input": "6*8"}, "48"),
                    ({"approve": False, "reason": "use your head"}, "denied: use your head")]
@@ -102,11 +105,9 @@ def test_an_edited_input_runs_and_a_denial_is_the_observation(api_env, start_api
             assert [s["content"] for s in observe] == [observed]
 
 
-def test_delete_cancels_a_waiting_agent_and_bad_answers_change_nothing(
-        api_env, start_api, start_worker, fake_ollama):
-    fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_delete_cancels_a_waiting_agent_and_bad_answers_change_nothing(stack):
+    stack.fake.responder = FakeOllama.by_turn(SCRIPT)
+    api = stack.api
     with api.client(api.user()) as http:
         agent = http.post("/api/v1/agents", json=GATED).json()
         path = f"/api/v1/agents/{agent['id']}"
@@ -159,15 +160,13 @@ def test_an_unanswered_approval_times_out(api_env, start_api, start_worker, fake
         assert "JARVIS_APPROVAL_TIMEOUT" in failed["error"]
 
 
-def test_the_webhook_hears_of_the_wait_then_of_the_end(api_env, start_api, start_worker, fake_ollama):
+def test_the_webhook_hears_of_the_wait_then_of_the_end(stack):
     import json
 
     from tests.support.webhook_receiver import WebhookReceiver
 
-    fake_ollama.responder = FakeOllama.by_turn(SCRIPT)
-    env = {**api_env, "JARVIS_WEBHOOK_SECRET": "s3cret", "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}
-    api = start_api(env)
-    start_worker(env)
+    stack.fake.responder = FakeOllama.by_turn(SCRIPT)
+    api = stack.api
     with WebhookReceiver(script=[200, 200]) as receiver, api.client(api.user()) as http:
         agent = http.post("/api/v1/agents", json={**GATED, "webhook_url": receiver.url}).json()
         (waiting,) = receiver.wait_for(1, timeout_s=20)

@@ -18,15 +18,14 @@ from tests.support.api_server import CALC_SCRIPT, EventStream, wait_until
 from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api, stack
 
 STEP_EVENTS = ["think", "act", "observe", "think", "final"]
 
 
-def test_post_stream_yields_every_step_then_done(api_env, start_api, start_worker, fake_ollama):
-    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_post_stream_yields_every_step_then_done(stack):
+    stack.fake.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = stack.api
     with api.client(api.user()) as http, EventStream(
         http, "POST", "/api/v1/agents/stream", json={"goal": "What is 1234 * 902?"}
     ) as stream:
@@ -50,13 +49,10 @@ def test_post_stream_yields_every_step_then_done(api_env, start_api, start_worke
         assert http.get(agent_url).json()["status"] == "COMPLETED"
 
 
-def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once(
-    api_env, start_api, start_worker, fake_ollama
-):
-    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
-    fake_ollama.latency_s = 1.5  # each planning call: the run takes ~3 s
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once(stack):
+    stack.fake.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    stack.fake.latency_s = 1.5  # each planning call: the run takes ~3 s
+    api = stack.api
     with api.client(api.user()) as http:
         agent = http.post("/api/v1/agents", json={"goal": "What is 1234 * 902?"}).json()
         events_url = f"/api/v1/agents/{agent['id']}/events"
@@ -84,12 +80,9 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once(
             assert [e.event for e in caught_up.rest()] == ["done"]
 
 
-def test_user_stream_shows_status_changes_of_own_agents_only(
-    api_env, start_api, start_worker, fake_ollama
-):
-    fake_ollama.responder = FakeOllama.by_turn(CALC_SCRIPT)
-    api = start_api(api_env)
-    start_worker(api_env)
+def test_user_stream_shows_status_changes_of_own_agents_only(stack):
+    stack.fake.responder = FakeOllama.by_turn(CALC_SCRIPT)
+    api = stack.api
     with api.client(api.user()) as alice, api.client(api.user()) as bob, \
             EventStream(alice, "GET", "/api/v1/events") as alice_events, \
             EventStream(bob, "GET", "/api/v1/events") as bob_events:

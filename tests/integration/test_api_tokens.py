@@ -13,7 +13,7 @@ import redis
 from tests.support.api_server import CALC_SCRIPT, Event, EventStream, wait_until
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api
+pytest_plugins = ["tests.support.api_fixtures"]  # stack
 
 STEP_EVENTS = ["think", "act", "observe", "think", "final"]
 MODELS = {"ollama": "test-model", "openai": "openai/test-model"}
@@ -44,9 +44,15 @@ class Published:
         self.client.close()
 
 
+@pytest.fixture(scope="module")
+def stack_extra_env(stack_model) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The module's stack reaches both of the test server's protocols."""
+    return {"OPENAI_BASE_URL": f"{stack_model.url}/v1"}
+
+
 @pytest.fixture
-def published(redis_url: str) -> Iterator[Published]:
-    watcher = Published(redis_url)
+def published(stack) -> Iterator[Published]:  # type: ignore[no-untyped-def]
+    watcher = Published(stack.env["REDIS_URL"])
     yield watcher
     watcher.close()
 
@@ -59,13 +65,10 @@ def replies_by_step(events: list[Event]) -> dict[int, str]:
     return told
 
 
-def streamed_with_tokens(api_env, start_api, start_worker, fake_ollama, *, goal: str,
-                         model: str) -> list[Event]:
+def streamed_with_tokens(stack, *, goal: str, model: str) -> list[Event]:  # type: ignore[no-untyped-def]
     """Every event of a react agent started with `POST /agents/stream?tokens=1`, on an API
     and a worker that reach both of the test server's protocols."""
-    env = {**api_env, "OPENAI_BASE_URL": f"{fake_ollama.url}/v1"}
-    api = start_api(env)
-    start_worker(env)
+    api = stack.api
     with api.client(api.user()) as http, EventStream(
         http, "POST", "/api/v1/agents/stream", params={"tokens": "1"},
         json={"goal": goal, "model": model, "mode": "react"},
@@ -74,12 +77,11 @@ def streamed_with_tokens(api_env, start_api, start_worker, fake_ollama, *, goal:
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
-def test_tokens_stream_each_reply_before_its_steps(api_env, start_api, start_worker, fake_ollama,
-                                                   provider):
+def test_tokens_stream_each_reply_before_its_steps(stack, provider):
+    fake_ollama = stack.fake
     fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
     fake_ollama.chunk_delay_s = 0.03  # a word every 30 ms
-    events = streamed_with_tokens(api_env, start_api, start_worker, fake_ollama,
-                                  goal="What is 1234 * 902?", model=MODELS[provider])
+    events = streamed_with_tokens(stack, goal="What is 1234 * 902?", model=MODELS[provider])
     steps = [e for e in events if e.event != "token"]
     assert [e.event for e in steps] == [*STEP_EVENTS, "done"]
     assert [e.id for e in steps] == ["1", "2", "3", "4", "5", None]
@@ -94,13 +96,12 @@ def test_tokens_stream_each_reply_before_its_steps(api_env, start_api, start_wor
         assert last_token < names.index(("think", step))
 
 
-def test_no_token_is_published_while_nobody_listens_with_tokens(
-    api_env, start_api, start_worker, fake_ollama, published, redis_url
-):
+def test_no_token_is_published_while_nobody_listens_with_tokens(stack, published):
+    fake_ollama, api, redis_url = stack.fake, stack.api, stack.env["REDIS_URL"]
     fake_ollama.responder = fake_ollama.by_turn(CALC_SCRIPT)
     fake_ollama.chunk_delay_s = 0.02
-    api = start_api(api_env)
-    start_worker(api_env)
+    # Nobody listens: the listeners of the module's earlier tests have gone.
+    wait_until(lambda: not redis.Redis.from_url(redis_url).keys("jarvis:tokens:*"), 5)
     with api.client(api.user()) as http:
         # A stream without tokens, and none at all, publish steps only.
         with EventStream(http, "POST", "/api/v1/agents/stream",
@@ -122,13 +123,11 @@ def test_no_token_is_published_while_nobody_listens_with_tokens(
         wait_until(lambda: not redis.Redis.from_url(redis_url).keys("jarvis:tokens:*"), 5)
 
 
-def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(api_env, start_api, start_worker,
-                                                          fake_ollama):
+def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(stack):
+    fake_ollama, api = stack.fake, stack.api
     reply = " ".join(f"word{i}" for i in range(40))
     fake_ollama.responder = fake_ollama.by_turn([f"THOUGHT: counting\nFINAL_ANSWER: {reply}"])
     fake_ollama.chunk_delay_s = 0.05  # ~2 s for the reply
-    api = start_api(api_env)
-    start_worker(api_env)
     with api.client(api.user()) as http:
         agent = http.post("/api/v1/agents", json={"goal": "count"}).json()
         assert fake_ollama.wait_for_chunks(10, timeout_s=20)  # the model is mid-reply
@@ -142,21 +141,20 @@ def test_a_client_that_joins_mid_reply_gets_the_rest_of_it(api_env, start_api, s
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])
-def test_a_reply_retried_after_its_stream_broke_is_told_once(api_env, start_api, start_worker,
-                                                            fake_ollama, provider):
+def test_a_reply_retried_after_its_stream_broke_is_told_once(stack, provider):
+    fake_ollama = stack.fake
     whole = "THOUGHT: counting\nFINAL_ANSWER: " + " ".join(f"word{i}" for i in range(30))
     fake_ollama.responder = fake_ollama.by_turn([whole])
     fake_ollama.chunk_delay_s = 0.03  # several batches of tokens go out before the cut
     fake_ollama.drop_next(1, after_chunks=12)
-    events = streamed_with_tokens(api_env, start_api, start_worker, fake_ollama,
-                                  goal="count", model=MODELS[provider])
+    events = streamed_with_tokens(stack, goal="count", model=MODELS[provider])
     assert fake_ollama.call_count == 2  # the reply was asked for again
     assert replies_by_step(events) == {0: whole}  # its start told once, not twice
     assert [e.event for e in events if e.event != "token"] == ["think", "final", "done"]
 
 
-def test_tokens_must_be_0_or_1(api_env, start_api):
-    api = start_api(api_env)
+def test_tokens_must_be_0_or_1(stack):
+    api = stack.api
     with api.client(api.user()) as http:
         response = http.get(f"/api/v1/agents/{'0' * 8}-0000-0000-0000-{'0' * 12}/events",
                             params={"tokens": "yes"})

@@ -6,14 +6,17 @@
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Process
+from tests.conftest import Process, cli_env, held_redis_db, new_pg_database
 from tests.support.api_server import Api, launch
+from tests.support.fake_ollama import FakeOllama
 
 
 @pytest.fixture
@@ -82,6 +85,68 @@ def shared_api(
 
     yield get
     stop_all(started)
+
+
+# --- a stack shared by a module's tests (tests that need a worker, all on one env) -----
+
+
+@dataclass
+class Stack:
+    """An API, a worker and the model server they call, on a database and a Redis
+    database of their own."""
+
+    api: Api
+    fake: FakeOllama
+    env: dict[str, str]
+    worker: Process
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    """What a module adds to its stack's environment; a module overrides this fixture."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def stack_model() -> Iterator[FakeOllama]:
+    with FakeOllama() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_stack(
+    stack_model: FakeOllama, stack_extra_env: dict[str, str], redis_dbs_lock: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    """Started once per module: a worker and an API take ~10 s to start and stop, far
+    longer than most tests they serve. Its own PostgreSQL database, so no test's
+    truncation (`pg_url`) and no other worker's sweeps reach it; tests keep to
+    themselves by creating their own users (`stack.api.user()`)."""
+    with new_pg_database() as database_url, held_redis_db() as redis_url:
+        env = {
+            "DATABASE_URL": database_url, "REDIS_URL": redis_url, "OLLAMA_HOST": stack_model.url,
+            "JARVIS_HEARTBEAT_INTERVAL": "1", "JARVIS_HEARTBEAT_STALE": "10",
+            **stack_extra_env,
+        }
+        logs = tmp_path_factory.mktemp("stack")
+        worker = Process(
+            [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", "100"],
+            cli_env(**env), logs / "worker.log",
+        )
+        started = [worker]
+        try:
+            api = launch(env, logs / "api.log", started)  # the worker starts meanwhile
+            worker.wait_for("ready.", timeout_s=60)
+            yield Stack(api=api, fake=stack_model, env=env, worker=worker)
+        finally:
+            stop_all(started)
+
+
+@pytest.fixture
+def stack(module_stack: Stack) -> Stack:
+    """The module's stack, its model server reset for this test (`FakeOllama.reset`)."""
+    module_stack.fake.reset()
+    return module_stack
 
 
 def stop_all(processes: list[Process]) -> None:

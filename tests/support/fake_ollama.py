@@ -156,6 +156,20 @@ class FakeOllama:
         with self._lock:
             self._drops.extend([after_chunks] * n)
 
+    def reset(self) -> None:
+        """Forget every script, delay, scheduled failure and count: as just started.
+
+        A server that a module's tests share (`tests.support.api_fixtures.stack`) is
+        reset before each test, so none sees another's requests or script."""
+        self.responder = _default_responder
+        self.latency_s = 0.0
+        self.chunk_delay_s = 0.0
+        with self._changed:
+            for recorded in (self._requests, self._endpoints, self._shows, self._failures,
+                             self._drops):
+                recorded.clear()
+            self._hangups = self._chunks = self._connections = 0
+
     # --- what was received -----------------------------------------------------------
 
     @property
