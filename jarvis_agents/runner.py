@@ -52,6 +52,9 @@ STATUS_CHECK_S = 10.0
 # Heartbeat intervals after the database last failed here during which the sweeper
 # takes no heartbeat for stale: live workers need about one to beat again.
 OUTAGE_GRACE_INTERVALS = 3
+# The longest the cancel listener waits for a message before it looks at the stop flag
+# again: how much it adds to a worker's shutdown (a cancel wakes it at once).
+LISTEN_WAIT_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -377,7 +380,7 @@ class AgentRunner:
                 pubsub.connection.register_connect_callback(self._listener_connected)
                 self._listener_connected(pubsub.connection)
                 while not self._stopping.is_set():
-                    raw = pubsub.get_message(timeout=1.0)
+                    raw = pubsub.get_message(timeout=LISTEN_WAIT_S)
                     if raw is None:
                         continue
                     message = decode(raw["channel"], raw["data"])

@@ -53,6 +53,10 @@ def test_sigterm_loses_no_agent_and_counts_no_lost_worker(
     began = time.monotonic()
     worker.proc.wait(30)
     assert time.monotonic() - began < 8, "the worker did not stop after its grace period"
+    # A clean exit, its last lines written (the process skips the interpreter's teardown).
+    assert worker.proc.returncode == 0, worker.output()[-3000:]
+    output = worker.output()
+    assert all(f"agent {a.id} handed back" in output for a in agents), output[-3000:]
     handed_back = [system.repository.get(a.id) for a in agents]
     assert all(a.status is AgentStatus.RUNNING and a.heartbeat_at is None for a in handed_back)  # type: ignore[union-attr]
     start_worker(env)
