@@ -2,14 +2,12 @@
 
 One AgentRunner lives in each worker process. Besides running agents it keeps
 three small threads: a heartbeat that marks this process's agents alive (the model
-call cannot block it), a listener for cancellations published on Redis, and a
-sweeper that re-enqueues agents whose worker died (stale heartbeat) or handed them
-back, and agents whose enqueue failed while the broker was down.
+call cannot block it), a listener for cancellations published on Redis, and the
+sweeper's (jarvis_agents/sweeper.py), which queues again what the queue no longer holds.
 
 An agent's own database calls ride out a database restart in place (store/outages.py);
-the heartbeat and the sweeper just try again on their next round. A sweeper that has
-just seen the database fail judges no heartbeat for a few intervals after: every
-worker's heartbeats failed during the outage too, and need an interval to resume.
+the heartbeat and the sweeper just try again on their next round. The runner records
+when it last saw the database fail, for the sweeper's judgement of heartbeats.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from jarvis_agents import approvals
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable, first_line
@@ -38,6 +35,7 @@ from jarvis_agents.retry import is_database_outage
 from jarvis_agents.routing import QueueDirectory, queue_for
 from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.outages import OutageTolerantStore
+from jarvis_agents.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +47,6 @@ REVOKE_POLL_S = 1.0
 # cancel listener is connected but has heard no cancel (of any agent) for as long:
 # a cancel and its revoke can both be lost (published while Redis restarted).
 STATUS_CHECK_S = 10.0
-# Heartbeat intervals after the database last failed here during which the sweeper
-# takes no heartbeat for stale: live workers need about one to beat again.
-OUTAGE_GRACE_INTERVALS = 3
 # The longest the cancel listener waits for a message before it looks at the stop flag
 # again: how much it adds to a worker's shutdown (a cancel wakes it at once).
 LISTEN_WAIT_S = 0.2
@@ -85,7 +80,6 @@ class AgentRunner:
         self.events = events
         self.dispatcher = dispatcher
         self.settings = settings
-        self.directory = directory  # who serves which model; None: take every model as served
         # By (agent, attempt): a duplicate delivery that takes the agent over on this
         # very worker must not lose its entry when the superseded attempt ends.
         self._running: dict[tuple[uuid.UUID, int], _Run] = {}
@@ -94,6 +88,9 @@ class AgentRunner:
         self._shutting_down = threading.Event()  # from the first shutdown signal on
         self._threads: list[threading.Thread] = []
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
+        self.sweeper = Sweeper(repository=repository, dispatcher=dispatcher, events=events,
+                               settings=settings, directory=directory,
+                               last_outage=lambda: self._database_failed_at)
         # The cancel listener: whether it is subscribed, how often it (re)connected,
         # and when it last heard a cancel (time.monotonic()).
         self._listening = threading.Event()
@@ -283,7 +280,7 @@ class AgentRunner:
     def _sweep_loop(self) -> None:
         while not self._stopping.wait(self.settings.heartbeat_interval_s):
             try:
-                self.sweep()
+                self.sweeper.sweep()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 self._failed("sweep", exc)
 
@@ -291,73 +288,6 @@ class AgentRunner:
         if is_database_outage(exc):
             self._database_failed_at = time.monotonic()
         log.warning("%s failed: %s", what, first_line(exc))
-
-    def sweep(self) -> int:
-        """Queue again the agents whose attempt is gone or whose message may be lost.
-
-        Each agent is claimed in SQL before its enqueue, once per period, however many
-        workers sweep at once (AgentStore.requeue_*). Returns how many were queued.
-        """
-        count = 0
-        now = utcnow()
-        stale_before = now - timedelta(seconds=self.settings.heartbeat_stale_s)
-        outage_grace_s = OUTAGE_GRACE_INTERVALS * self.settings.heartbeat_interval_s
-        served = self._served_models()
-        if time.monotonic() - self._database_failed_at >= outage_grace_s:
-            stale = self.repository.requeue_stale_running(stale_before=stale_before)
-            models = self.repository.models_of([agent_id for agent_id, _, _ in stale])
-            for agent_id, attempt, handed_back in stale:
-                if not served(models.get(agent_id)):
-                    continue  # another sweep queues it once a worker takes its model
-                if handed_back:
-                    log.info("agent %s was handed back (attempt %s); re-enqueueing", agent_id, attempt)
-                else:
-                    log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
-                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}",
-                                        queue=queue_for(models.get(agent_id)))
-                count += 1
-        self._expire_approvals(now)
-        # A message a killed worker had taken is gone with it (no unacked bookkeeping in
-        # Redis: workers.celery_app), and one whose enqueue failed was never sent; the
-        # claim's compare-and-set makes a duplicate a no-op. An agent whose model no live
-        # worker takes is not queued again: its message waits on its model's queue.
-        pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
-        claimed = self.repository.requeue_pending(untouched_before=pending_before)
-        models = self.repository.models_of([agent_id for agent_id, _ in claimed])
-        claimed = [(agent_id, task_id) for agent_id, task_id in claimed if served(models.get(agent_id))]
-        for done, (agent_id, task_id) in enumerate(claimed):
-            try:
-                self.dispatcher.enqueue(agent_id, task_id=task_id, queue=queue_for(models.get(agent_id)))
-            except DependencyUnavailable:
-                for unsent, _ in claimed[done:]:
-                    self.repository.forget_task(unsent)  # for the next sweep
-                raise
-            log.info("agent %s was not on the queue or waited long; re-enqueued", agent_id)
-            count += 1
-        return count
-
-    def _expire_approvals(self, now: datetime) -> int:
-        """FAIL (`approval_timeout`) the agents that waited for a person too long."""
-        timeout_s = self.settings.approval_timeout_s
-        expired = 0
-        for agent in self.repository.waiting_since(now - timedelta(seconds=timeout_s)):
-            failed = approvals.expire(self.repository, agent, timeout_s=timeout_s)
-            if failed is not None:  # the transition owed its webhook
-                log.info("agent %s waited too long for an approval; FAILED", agent.id)
-                self.events.publish_status(failed)
-                expired += 1
-        return expired
-
-    def _served_models(self) -> Callable[[str | None], bool]:
-        """Whether some live worker takes a model, as the adverts say now (routing)."""
-        if self.directory is None:
-            return lambda _model: True
-        try:
-            workers = self.directory.workers()
-        except Exception as exc:  # noqa: BLE001 - Redis down: the enqueues fail as well
-            log.warning("sweep: could not read the workers' adverts: %s", exc)
-            return lambda _model: True
-        return lambda model: model is None or any(w.takes(model) for w in workers)
 
     def _queue_of(self, agent_id: uuid.UUID) -> str:
         """The queue of the agent's model (routing): read, as the sweeps that need it are rare."""

@@ -165,7 +165,7 @@ def test_the_sweep_queues_each_agent_on_its_models_queue_if_a_worker_takes_it(
     directory = Directory(set(), [WorkerAdvert("w", ("a", "c"), 10, 0)])
     runner = AgentRunner(repository=repository, store=None, executor=None, events=None,  # type: ignore[arg-type]
                          dispatcher=queues, settings=Settings.from_env({}), directory=directory)  # type: ignore[arg-type]
-    assert runner.sweep() == 3
+    assert runner.sweeper.sweep() == 3
     # b's agent waits for a worker that takes b: a copy a minute would only pile up
     assert queues.sent == [(f"{a1}:2", queue_for("a")), (str(a2), queue_for("a")),
                            (str(c1), queue_for("c"))]
