@@ -163,7 +163,8 @@ def _next_redis_db() -> int:
 
 
 @contextmanager
-def _emptied_redis(db: int) -> Iterator[str]:
+def emptied_redis(db: int) -> Iterator[str]:
+    """Redis database `db`, emptied before and after (a missing Redis skips, or in CI fails)."""
     import redis
 
     url = f"{REDIS_BASE}/{db}"
@@ -187,7 +188,7 @@ def held_redis_db() -> Iterator[str]:
     db = _next_redis_db()
     _held_redis_dbs.add(db)
     try:
-        with _emptied_redis(db) as url:
+        with emptied_redis(db) as url:
             yield url
     finally:
         _held_redis_dbs.discard(db)
@@ -196,7 +197,7 @@ def held_redis_db() -> Iterator[str]:
 @pytest.fixture
 def redis_url(redis_dbs_lock: None) -> Iterator[str]:
     """An emptied Redis database of its own (queues do not leak between tests)."""
-    with _emptied_redis(_next_redis_db()) as url:
+    with emptied_redis(_next_redis_db()) as url:
         yield url
 
 
@@ -291,6 +292,15 @@ class Process:
         self._log.close()
 
 
+def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 100,
+                   models: str | None = None) -> Process:
+    """`jarvis-agents worker` started as a child of the test (not waited for)."""
+    args = [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", str(concurrency)]
+    if models is not None:
+        args += ["--models", models]
+    return Process(args, cli_env(**env), log_path)
+
+
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Any]:
     """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
@@ -299,10 +309,8 @@ def start_worker(tmp_path: Path) -> Iterator[Any]:
 
     def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True,
               models: str | None = None) -> Process:
-        args = [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", str(concurrency)]
-        if models is not None:
-            args += ["--models", models]
-        process = Process(args, cli_env(**env), tmp_path / f"worker-{next(counter)}.log")
+        process = worker_process(env, tmp_path / f"worker-{next(counter)}.log",
+                                 concurrency=concurrency, models=models)
         started.append(process)
         if wait:
             process.wait_for("ready.", timeout_s=60)

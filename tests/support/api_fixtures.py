@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,21 +13,32 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Process, cli_env, held_redis_db, new_pg_database
+from tests.conftest import (
+    SHARED_REDIS_DB,
+    Process,
+    emptied_redis,
+    held_redis_db,
+    new_pg_database,
+    worker_process,
+)
 from tests.support.api_server import Api, launch
 from tests.support.fake_ollama import FakeOllama
 
 
-@pytest.fixture
-def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
+def stack_env(database_url: str, redis_url: str, ollama_url: str) -> dict[str, str]:
     """The environment an API and its workers share: PostgreSQL, Redis, the fake model."""
     return {
-        "DATABASE_URL": pg_url,
+        "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
-        "OLLAMA_HOST": fake_ollama.url,
+        "OLLAMA_HOST": ollama_url,
         "JARVIS_HEARTBEAT_INTERVAL": "1",
         "JARVIS_HEARTBEAT_STALE": "10",
     }
+
+
+@pytest.fixture
+def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
+    return stack_env(pg_url, redis_url, fake_ollama.url)
 
 
 @pytest.fixture
@@ -52,20 +62,8 @@ def shared_api_env(pg_server_url: str, redis_dbs_lock: None) -> Iterator[dict[st
 
     Tests on a shared API keep to themselves by creating their own users.
     """
-    import redis
-
-    from tests.conftest import REDIS_BASE, SHARED_REDIS_DB, missing
-
-    url = f"{REDIS_BASE}/{SHARED_REDIS_DB}"
-    client = redis.Redis.from_url(url, socket_connect_timeout=2)
-    try:
-        client.flushdb()
-    except redis.RedisError as exc:
-        client.close()
-        missing("Redis", str(exc))
-    yield {"DATABASE_URL": pg_server_url, "REDIS_URL": url, "OLLAMA_HOST": "http://127.0.0.1:9"}
-    client.flushdb()
-    client.close()
+    with emptied_redis(SHARED_REDIS_DB) as url:
+        yield {"DATABASE_URL": pg_server_url, "REDIS_URL": url, "OLLAMA_HOST": "http://127.0.0.1:9"}
 
 
 @pytest.fixture(scope="session")
@@ -123,16 +121,9 @@ def module_stack(
     truncation (`pg_url`) and no other worker's sweeps reach it; tests keep to
     themselves by creating their own users (`stack.api.user()`)."""
     with new_pg_database() as database_url, held_redis_db() as redis_url:
-        env = {
-            "DATABASE_URL": database_url, "REDIS_URL": redis_url, "OLLAMA_HOST": stack_model.url,
-            "JARVIS_HEARTBEAT_INTERVAL": "1", "JARVIS_HEARTBEAT_STALE": "10",
-            **stack_extra_env,
-        }
+        env = {**stack_env(database_url, redis_url, stack_model.url), **stack_extra_env}
         logs = tmp_path_factory.mktemp("stack")
-        worker = Process(
-            [sys.executable, "-m", "jarvis_agents.cli", "worker", "--concurrency", "100"],
-            cli_env(**env), logs / "worker.log",
-        )
+        worker = worker_process(env, logs / "worker.log")
         started = [worker]
         try:
             api = launch(env, logs / "api.log", started)  # the worker starts meanwhile
