@@ -35,6 +35,7 @@ from jarvis_agents.lifecycle import (
     Agent,
     AgentMode,
     AgentStatus,
+    IterationRows,
     Step,
     StepType,
     StopReason,
@@ -93,12 +94,13 @@ class _State:
         pending = [s for s in rows if s.type is StepType.ACT and s.call_id not in observed]
         return cls(steps, last if pending else last + 1, max(s.seq for s in steps) + 1, pending)
 
-    @property
-    def usage(self) -> Usage:
+    def usage(self, rows: Sequence[Step] = ()) -> Usage:
+        """The model calls' usage over the history and then `rows`."""
         total = Usage()
-        for step in self.history:
-            if step.usage is not None:
-                total = total + step.usage
+        for steps in (self.history, rows):
+            for step in steps:
+                if step.usage is not None:
+                    total = total + step.usage
         return total
 
 
@@ -199,10 +201,11 @@ class Executor:
         budget_s = min(self.limits.step_timeout_s, (deadline_at - utcnow()).total_seconds())
         mode = settle(agent, self.model, deadline=time.monotonic() + budget_s,
                       should_stop=should_stop)
-        if mode is not agent.mode:
-            self.store.set_mode(agent.id, agent.attempt, mode)
-            if agent.model not in self.settled:
-                self.settled = {**self.settled, agent.model: mode}
+        if mode is agent.mode:
+            return agent
+        self.store.set_mode(agent.id, agent.attempt, mode)
+        if agent.model not in self.settled:
+            self.settled = {**self.settled, agent.model: mode}
         return replace(agent, mode=mode)
 
     def _still_owned(self, agent: Agent) -> bool:
@@ -248,8 +251,9 @@ class Executor:
         self.timings.planning(planning_s)
         used = Usage(reply.usage.input_tokens, reply.usage.output_tokens, 1) if reply.usage else Usage(0, 0, 1)
         self.timings.tokens(agent.model, input_tokens=used.input_tokens, output_tokens=used.output_tokens)
-        rows = strategy.rows(reply, step=state.next_step, seq=state.next_seq, tools=tools)
-        rows[0] = replace(rows[0], duration_ms=int(planning_s * 1000), usage=used)
+        rows = strategy.rows(reply, IterationRows(step=state.next_step, seq=state.next_seq,
+                                                  duration_ms=int(planning_s * 1000), usage=used),
+                             tools=tools)
         if rows[-1].type is StepType.FINAL:
             return self._answer(agent, state, rows)
         acts = [row for row in rows if row.type is StepType.ACT]
@@ -329,8 +333,9 @@ class Executor:
 
     def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str, *,
                   output: object = None) -> Agent | None:
-        done = replace(agent.with_completed(answer, output=output), step_count=state.next_step + 1)
-        return self._end(agent, state, done, rows)
+        done = agent.with_completed(answer, output=output, step_count=state.next_step + 1,
+                                    usage=state.usage(rows))
+        return self._end(agent, done, rows)
 
     def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str, *,
               rows: Sequence[Step] = ()) -> Agent | None:
@@ -344,11 +349,12 @@ class Executor:
         error = storable(error)  # it may quote the model server or a tool
         row = Step(rows[-1].seq + 1 if rows else state.next_seq, step, StepType.ERROR, error,
                    created_at=utcnow())
-        done = replace(
-            agent.with_failed(error, stop_reason=reason),
+        ended = [*rows, row]
+        done = agent.with_failed(
+            error, stop_reason=reason, usage=state.usage(ended),
             step_count=min(state.next_step + (1 if rows else 0), agent.max_steps),
         )
-        return self._end(agent, state, done, [*rows, row])
+        return self._end(agent, done, ended)
 
     def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
         """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
@@ -358,12 +364,9 @@ class Executor:
             self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
         return waiting
 
-    def _end(self, agent: Agent, state: _State, done: Agent, rows: list[Step]) -> Agent | None:
-        usage = state.usage
-        for row in rows:
-            if row.usage is not None:
-                usage = usage + row.usage
-        done = replace(done, usage=usage)
+    def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
+        """Write the end `done` (its usage counting `rows`) with `rows`, and tell it."""
+        usage = done.usage
         won = self.store.transition(
             agent.id, AgentStatus.RUNNING, done.status, attempt=agent.attempt, steps=rows,
             final_answer=done.final_answer, error=done.error, stop_reason=done.stop_reason,

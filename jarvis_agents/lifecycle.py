@@ -134,6 +134,29 @@ class Step:
         }
 
 
+class IterationRows:
+    """The rows one model call's reply becomes, as a strategy reads them: numbered from
+    `seq`, made at one moment, the first carrying the call's duration and usage."""
+
+    def __init__(self, *, step: int, seq: int, duration_ms: int, usage: Usage) -> None:
+        self.step = step
+        self.seq = seq
+        self.duration_ms = duration_ms
+        self.usage = usage
+        self.now = utcnow()
+        self.rows: list[Step] = []
+
+    def add(self, type: StepType, content: str, *, tool: str | None = None,
+            call_id: str | None = None) -> list[Step]:
+        first = not self.rows
+        self.rows.append(Step(
+            self.seq + len(self.rows), self.step, type, content, tool=tool, created_at=self.now,
+            duration_ms=self.duration_ms if first else None, call_id=call_id,
+            usage=self.usage if first else None,
+        ))
+        return self.rows
+
+
 @dataclass(frozen=True)
 class Agent:
     """An agent and its place in the lifecycle; every change returns a new Agent."""
@@ -244,6 +267,9 @@ class Agent:
     def _moved(self, target: AgentStatus, **changes: object) -> Agent:
         check_transition(self.status, target)
         now = changes.pop("now", None) or utcnow()
+        for counted in ("step_count", "usage"):  # kept unless given
+            if counted in changes and changes[counted] is None:
+                del changes[counted]
         if target.is_terminal:
             changes.setdefault("completed_at", now)
         return replace(self, status=target, updated_at=now, **changes)
@@ -256,17 +282,22 @@ class Agent:
         )
 
     def with_completed(
-        self, final_answer: str, *, output: Any = None, now: datetime | None = None
+        self, final_answer: str, *, output: Any = None, now: datetime | None = None,
+        step_count: int | None = None, usage: Usage | None = None,
     ) -> Agent:
+        """COMPLETED with `final_answer`; `step_count` and `usage` as they ended, if given."""
         return self._moved(
             AgentStatus.COMPLETED, now=now, final_answer=final_answer, output=output,
-            stop_reason=StopReason.FINAL_ANSWER,
+            stop_reason=StopReason.FINAL_ANSWER, step_count=step_count, usage=usage,
         )
 
     def with_failed(
-        self, error: str, *, stop_reason: StopReason, now: datetime | None = None
+        self, error: str, *, stop_reason: StopReason, now: datetime | None = None,
+        step_count: int | None = None, usage: Usage | None = None,
     ) -> Agent:
-        return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason)
+        """FAILED with `error`; `step_count` and `usage` as they ended, if given."""
+        return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason,
+                           step_count=step_count, usage=usage)
 
     def with_waiting(
         self, *, call_id: str, tool: str, tool_input: str, now: datetime | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from jarvis_agents.errors import ModelError
-from jarvis_agents.lifecycle import Agent, AgentMode, Step
+from jarvis_agents.lifecycle import Agent, AgentMode, IterationRows, Step
 from jarvis_agents.llm.base import ChatModel, ChatReply, ChatRequest
 from jarvis_agents.native.strategy import NativeStrategy
 from jarvis_agents.react.strategy import TextStrategy
@@ -30,9 +30,9 @@ class Strategy(Protocol):
         """What to ask the model next, given every step persisted so far."""
         ...
 
-    def rows(self, reply: ChatReply, *, step: int, seq: int, tools: ToolRegistry) -> list[Step]:
-        """The iteration's rows for `reply`, numbered from `seq`: a THINK if any, then
-        one ACT per tool call (each with its call_id) or one FINAL."""
+    def rows(self, reply: ChatReply, made: IterationRows, *, tools: ToolRegistry) -> list[Step]:
+        """The iteration's rows for `reply`, added to `made`: a THINK if any, then one
+        ACT per tool call (each with its call_id) or one FINAL."""
         ...
 
     def observe(self, tools: ToolRegistry, act: Step, *,

@@ -9,8 +9,8 @@ out. Every provider (`llm.ollama`, `llm.openai_compatible`, `llm.router` over bo
 from __future__ import annotations
 
 import json
+import secrets
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,7 +65,7 @@ class ToolCall:
 
 def new_call_id() -> str:
     """An id for a tool call the provider gave none for, in OpenAI's form."""
-    return f"call_{uuid.uuid4().hex[:24]}"
+    return f"call_{secrets.token_hex(12)}"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from importlib import resources
 from itertools import groupby
 
 from jarvis_agents.answers import feedback, goal_with_schema
-from jarvis_agents.lifecycle import Agent, AgentMode, Step, StepType, storable, utcnow
+from jarvis_agents.lifecycle import Agent, AgentMode, IterationRows, Step, StepType, storable
 from jarvis_agents.llm.base import (
     ChatMessage,
     ChatReply,
@@ -52,16 +52,12 @@ class NativeStrategy:
                            output_schema=agent.output_schema,
                            answer_due=last is not None and last.type is StepType.ERROR)
 
-    def rows(self, reply: ChatReply, *, step: int, seq: int, tools: ToolRegistry) -> list[Step]:
-        now = utcnow()
-        rows: list[Step] = []
+    def rows(self, reply: ChatReply, made: IterationRows, *, tools: ToolRegistry) -> list[Step]:
         said = [part.strip() for part in (reply.reasoning, reply.content if reply.tool_calls else "")]
         if thought := "\n\n".join(part for part in said if part):
-            rows.append(Step(seq, step, StepType.THINK, storable(thought), created_at=now))
+            made.add(StepType.THINK, storable(thought))
         if not reply.tool_calls:
-            rows.append(Step(seq + len(rows), step, StepType.FINAL, storable(reply.content.strip()),
-                             created_at=now))
-            return rows
+            return made.add(StepType.FINAL, storable(reply.content.strip()))
         seen: set[str] = set()
         for call in reply.tool_calls:
             call_id = storable(call.id)[:CALL_ID_MAX_CHARS] or new_call_id()
@@ -70,9 +66,8 @@ class NativeStrategy:
             seen.add(call_id)
             known = tools.get(call.name)
             name = known.name if known is not None else (call.name.strip()[:100] or "(none)")
-            rows.append(Step(seq + len(rows), step, StepType.ACT, storable(call.arguments_text),
-                             tool=name, created_at=now, call_id=call_id))
-        return rows
+            made.add(StepType.ACT, storable(call.arguments_text), tool=name, call_id=call_id)
+        return made.rows
 
     def observe(self, tools: ToolRegistry, act: Step, *,
                 should_stop: Callable[[], bool]) -> ToolResult:

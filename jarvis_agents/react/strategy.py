@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from jarvis_agents.answers import goal_with_schema
-from jarvis_agents.lifecycle import Agent, AgentMode, Step, StepType, storable, utcnow
+from jarvis_agents.lifecycle import Agent, AgentMode, IterationRows, Step, StepType, storable
 from jarvis_agents.llm.base import ChatReply, ChatRequest, new_call_id
 from jarvis_agents.react.parser import FinalAnswer, parse_reply
 from jarvis_agents.react.prompt import STOP_SEQUENCES, build_messages
@@ -30,20 +30,15 @@ class TextStrategy:
         messages = build_messages(goal, tools.listed(), history)
         return ChatRequest(messages, model=agent.model, stop=STOP_SEQUENCES)
 
-    def rows(self, reply: ChatReply, *, step: int, seq: int, tools: ToolRegistry) -> list[Step]:
+    def rows(self, reply: ChatReply, made: IterationRows, *, tools: ToolRegistry) -> list[Step]:
         plan = parse_reply(storable(reply.content))
-        now = utcnow()
-        rows: list[Step] = []
         if plan.thought.strip():
-            rows.append(Step(seq, step, StepType.THINK, plan.thought, created_at=now))
+            made.add(StepType.THINK, plan.thought)
         if isinstance(plan, FinalAnswer):
-            rows.append(Step(seq + len(rows), step, StepType.FINAL, plan.answer, created_at=now))
-            return rows
+            return made.add(StepType.FINAL, plan.answer)
         known = tools.get(plan.tool)
         name = known.name if known is not None else (plan.tool.strip() or "(none)")
-        rows.append(Step(seq + len(rows), step, StepType.ACT, plan.tool_input, tool=name,
-                         created_at=now, call_id=new_call_id()))
-        return rows
+        return made.add(StepType.ACT, plan.tool_input, tool=name, call_id=new_call_id())
 
     def observe(self, tools: ToolRegistry, act: Step, *,
                 should_stop: Callable[[], bool]) -> ToolResult:

@@ -15,7 +15,15 @@ from prometheus_client import REGISTRY
 from jarvis_agents.config import Settings
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
-from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, StepType, StopReason, Usage
+from jarvis_agents.lifecycle import (
+    Agent,
+    AgentMode,
+    AgentStatus,
+    IterationRows,
+    StepType,
+    StopReason,
+    Usage,
+)
 from jarvis_agents.llm.base import ChatReply, ToolCall
 from jarvis_agents.llm.base import Usage as CallUsage
 from jarvis_agents.llm.scripted import ScriptedChatModel, by_turn
@@ -165,7 +173,8 @@ def test_resume_runs_only_the_calls_without_observation_and_never_asks_again(
     store = MemoryStore()
     agent = start(store)
     # The lost attempt wrote [THINK, ACT, ACT] and died before the observations.
-    written = NativeStrategy().rows(TWO_CALLS, step=0, seq=1, tools=tools)
+    made = IterationRows(step=0, seq=1, duration_ms=0, usage=Usage())
+    written = NativeStrategy().rows(TWO_CALLS, made, tools=tools)
     store.append_steps(agent.id, 1, written, step_count=1)
     store.agents[agent.id] = replace(store.agents[agent.id], attempt=2, mode=AgentMode.NATIVE)
     again = ScriptedChatModel(by_turn([TWO_CALLS, DONE]), tools=True)
