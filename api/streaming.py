@@ -45,6 +45,7 @@ from jarvis_agents.events import (
     IDLE,
     USER_CHANNEL,
     Ended,
+    Listen,
     Message,
     StepEvent,
     Subscription,
@@ -52,6 +53,7 @@ from jarvis_agents.events import (
     Waiting,
     follow,
 )
+from jarvis_agents.lifecycle import Agent
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +70,23 @@ def create_and_stream() -> Response:
     tokens = params.query_tokens()
     context = ctx()
     user_id = current_user().id
+    early: list[Listen] = []
+
+    def listen_before_it_starts(agent: Agent) -> None:
+        # Announced to the workers before the agent is enqueued: they publish its first
+        # reply's tokens whatever its speed. The stream's own registration follows.
+        early.append(context.hub.listen_tokens(agent.id))
+
     with opening_stream(context) as slot:  # before the create: a 429 creates nothing
-        agent, _ = context.service.create(user_id, request_, idempotency_key=key,
-                                          traceparent=params.traceparent())
-        stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True, slot=slot,
-                             tokens=tokens)
+        try:
+            agent, _ = context.service.create(
+                user_id, request_, idempotency_key=key, traceparent=params.traceparent(),
+                before_enqueue=listen_before_it_starts if tokens else None)
+            stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True,
+                                 slot=slot, tokens=tokens)
+        finally:
+            for registration in early:
+                registration.close()
     response = stream.response()
     response.headers["Location"] = agent_location(agent.id)
     return response

@@ -295,7 +295,8 @@ class AgentRunner:
         return queue_for(agent.model if agent is not None else None)
 
     def _listen(self, redis_client: Any) -> None:
-        """Set the stop flag of an agent running here as soon as its cancel is published.
+        """Set the stop flag of an agent running here as soon as its cancel is published,
+        and pass on the token listeners the API processes announce (events.tokens).
 
         A cancel published while the listener was not subscribed is never heard:
         after any (re)connection the running agents read their status once
@@ -317,6 +318,8 @@ class AgentRunner:
                     if message is not None and message.kind == "cancel":
                         self._cancel_heard_at = time.monotonic()
                         self.cancel_local(uuid.UUID(message.data["agent_id"]))
+                    elif message is not None and message.kind == "tokens":
+                        self.events.listener_heard(uuid.UUID(message.data["agent_id"]))
             except Exception as exc:  # noqa: BLE001 - Redis restarts; reconnect
                 self._listening.clear()
                 log.warning("cancel listener lost Redis (%s); reconnecting", exc)

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -114,11 +114,12 @@ class AgentService:
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
-        traceparent: str | None = None,
+        traceparent: str | None = None, before_enqueue: Callable[[Agent], None] | None = None,
     ) -> tuple[Agent, bool]:
         """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat.
 
         `traceparent` is the trace the agent joins (the create request's); None starts one.
+        `before_enqueue` is called with a created agent before any worker can take it.
         """
         tools = self._known_tools(request.tools)
         approve_tools = None
@@ -157,6 +158,8 @@ class AgentService:
                 code="thread_busy",
             ) from None
         if created:
+            if before_enqueue is not None:
+                before_enqueue(agent)
             self._announce_and_enqueue(agent)
         return agent, created
 

@@ -39,6 +39,7 @@ from jarvis_agents.events.redis_bus import RedisEventBus
 from jarvis_agents.events.subscription import CLOSED, RESYNC, Signal, Subscription
 from jarvis_agents.events.tokens import (
     TOKEN_LISTENERS,
+    Listen,
     ReplyTokens,
     TokenBatcher,
     TokenListeners,
@@ -47,7 +48,7 @@ from jarvis_agents.events.tokens import (
 
 __all__ = [
     "AGENT_CHANNEL", "CLOSED", "CONTROL_CHANNEL", "IDLE", "RESYNC", "TOKEN_LISTENERS",
-    "USER_CHANNEL", "Ended", "EventBus", "EventHub", "Follower", "MemoryEventBus", "Message",
+    "USER_CHANNEL", "Ended", "EventBus", "EventHub", "Follower", "Listen", "MemoryEventBus", "Message",
     "RedisEventBus", "ReplyTokens", "Signal", "StepEvent", "StepSource", "Subscriber",
     "Subscription", "TokenBatcher", "TokenEvent", "TokenListeners", "Waiting", "decode", "encode",
     "ended_agents", "follow", "is_terminal_status", "status_event", "step_event", "token_event",

@@ -34,6 +34,10 @@ class EventBus(Subscriber, Protocol):
         """The `on_delta` of one reply, as a context manager around the model call:
         published as token events while somebody listens, never persisted."""
 
+    def listener_heard(self, agent_id: uuid.UUID) -> None:
+        """A worker heard that someone listens to the agent's tokens (the control
+        channel's `tokens` message): its replies' text goes out from now on."""
+
     def publish_status(self, agent: Agent) -> None:
         """Publish a status change (sent before this returns)."""
 

@@ -96,6 +96,9 @@ class MemoryEventBus:
             self.token_listeners[agent_id] += 1
         return Registration(self.leave_tokens, agent_id)
 
+    def listener_heard(self, agent_id: uuid.UUID) -> None:
+        """Nothing to learn: this bus's `listen_tokens` is seen by its batcher at once."""
+
     def leave_tokens(self, agent_id: uuid.UUID) -> None:
         with self._lock:
             self.token_listeners[agent_id] -= 1

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from jarvis_agents.events.messages import (
 )
 from jarvis_agents.events.subscription import Subscription
 from jarvis_agents.events.tokens import (
+    LISTENER_TTL_S,
     TOKEN_LISTENERS,
     Listen,
     ReplyTokens,
@@ -54,6 +56,8 @@ class RedisEventBus:
         self._sender: _Sender | None = None
         self._sender_lock = threading.Lock()
         self._tokens: TokenBatcher | None = None
+        # Agents a token listener was announced for (events.tokens), until when it holds.
+        self._announced: dict[uuid.UUID, float] = {}
         # Per agent thread: a reply's last token batch, (agent id, commands), held for
         # the steps that thread publishes next.
         self._held = threading.local()
@@ -103,9 +107,25 @@ class RedisEventBus:
                 batcher = self._tokens
                 if batcher is None or batcher.pid != os.getpid():
                     batcher = self._tokens = TokenBatcher(
-                        publish=self._publish_tokens, listening=_asked_when_published,
+                        publish=self._publish_tokens, listening=self._listening,
                         publish_rest=self._hold_tokens)
         return batcher.reply(agent_id, step)
+
+    def listener_heard(self, agent_id: uuid.UUID) -> None:
+        """An API process announced a token listener of the agent (on the control
+        channel, at its registration and at each refresh): publish its tokens while
+        that registration may live, starting with what its reply holds now."""
+        now = time.monotonic()
+        if len(self._announced) > 10_000:  # agents long gone: forget them
+            self._announced = {a: t for a, t in self._announced.items() if t > now}
+        self._announced[agent_id] = now + LISTENER_TTL_S
+        batcher = self._tokens
+        if batcher is not None:
+            batcher.wake(agent_id)
+
+    def _listening(self, agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        now = time.monotonic()
+        return {a for a in agent_ids if self._announced.get(a, 0.0) > now}
 
     def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
         """Register as a listener of the agent's tokens until the result is closed."""
@@ -167,10 +187,6 @@ PUBLISH_IF_LISTENED = (
     "return redis.call('PUBLISH', ARGV[1], ARGV[2]) end return 0"
 )
 
-
-def _asked_when_published(agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """The batcher's `listening`: every agent, since Redis itself checks at publish time."""
-    return set(agent_ids)
 
 # Past this many batches waiting (Redis down or hung for a long time), new ones are
 # dropped instead of growing the worker's memory: the database keeps every step.

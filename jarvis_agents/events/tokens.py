@@ -6,17 +6,19 @@ a `ReplyTokens` (the model's `on_delta`); the pieces are batched — sent every
 on the agent's channel as `token` messages, between the bus's other messages in
 order, so that a reply's tokens come before its step events.
 
-They are published only while someone listens to that agent with tokens on. An API
+They are published only for agents the worker knows someone listens to. An API
 stream with `?tokens=1` registers as a listener (`TokenListeners`: a Redis hash per
 agent, one field per API process, expiring unless refreshed while its streams are
-open); the worker's `TokenBatcher` asks its `listening` which agents have one. The
-worker's Redis bus answers "all of them" and sends each batch as a script that
-publishes it only if the hash exists at that moment, in the same write as the steps'
-publishes: no round trip of its own (`redis_listening`, an `EXISTS` per batch due,
-cost one per reply under load). An agent nobody watches costs one script call per
-batch, never a publish. A batch is checked when it is sent, after the
-listener registered, so a client that joins mid-reply gets every delta written
-after it joined (and perhaps a few written up to one interval before).
+open) and announces it to the workers on the control channel, again at every refresh.
+A worker keeps the announcements it heard (`RedisEventBus.listener_heard`) as long as
+a registration lives; its `TokenBatcher` asks them (`listening`, in memory), and
+each batch of an announced agent goes out as a script that publishes it only if the
+hash still exists then, in the same write as the steps' publishes. A reply of an
+agent nobody announced costs a list of its pieces, dropped at its end: no thread
+woken, no Redis command. An announcement heard while a reply is being written sends
+what the reply wrote so far, then the rest: a client that joins mid-reply gets the
+reply from its start. One heard after a reply ended is too late for it (the
+announcement travels in about a millisecond; a model writes a reply in seconds).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol, Self
+
+from jarvis_agents.events.messages import CONTROL_CHANNEL, encode
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,7 @@ class ReplyTokens:
         self.since = 0.0  # time.monotonic() of the oldest piece waiting
         self._buffer = threading.Lock()  # held briefly: appends never wait for Redis
         self.sending = threading.Lock()  # held across a batch's check and publish: order
+        self.listened = False  # someone listens: the sender thread sends its batches
 
     def __call__(self, text: str) -> None:
         if not text:
@@ -85,7 +90,7 @@ class ReplyTokens:
             if first:
                 self.since = time.monotonic()
             full = self.size >= self.batcher.max_bytes
-        if first or full:
+        if (first or full) and self.batcher.heard(self.agent_id):
             self.batcher.due(self, now=full)
 
     @property
@@ -118,7 +123,7 @@ class TokenBatcher:
 
     def __init__(
         self, *, publish: Publish, listening: Listening, interval_s: float = 0.05,
-        max_bytes: int = 256, heard_s: float = 1.0, publish_rest: Publish | None = None,
+        max_bytes: int = 256, publish_rest: Publish | None = None,
     ) -> None:
         self.publish = publish
         # A complete reply's last batch, on the caller's thread (default: `publish`).
@@ -126,11 +131,8 @@ class TokenBatcher:
         self.listening = listening
         self.interval_s = interval_s
         self.max_bytes = max_bytes
-        self.heard_s = heard_s
         self.pid = os.getpid()
         self._open: set[ReplyTokens] = set()
-        self._heard_until: dict[uuid.UUID, float] = {}
-        self._silent_at: dict[uuid.UUID, float] = {}  # when Redis last said nobody listens
         self._changed = threading.Condition(threading.Lock())
         self._urgent = False
         self._thread: threading.Thread | None = None
@@ -153,9 +155,23 @@ class TokenBatcher:
         with self._changed:
             self._open.discard(reply)
 
-    def due(self, reply: ReplyTokens, *, now: bool) -> None:
-        """A reply has text waiting (`now`: enough to send at once): wake the sender."""
+    def heard(self, agent_id: uuid.UUID) -> bool:
+        """Whether someone listens to the agent's tokens, as far as this process knows."""
+        return agent_id in self.listening([agent_id])
+
+    def wake(self, agent_id: uuid.UUID) -> None:
+        """Someone now listens to the agent: its open replies send what they hold."""
         with self._changed:
+            replies = [reply for reply in self._open if reply.agent_id == agent_id]
+        for reply in replies:
+            if reply.waiting:
+                self.due(reply, now=True)
+
+    def due(self, reply: ReplyTokens, *, now: bool) -> None:
+        """A reply someone listens to has text waiting (`now`: enough to send at once):
+        wake the sender, which sends its batches from now on."""
+        with self._changed:
+            reply.listened = True
             self._last_due = time.monotonic()
             self._urgent = self._urgent or now
             if self._thread is None:
@@ -170,9 +186,8 @@ class TokenBatcher:
         with reply.sending:
             if not reply.waiting:
                 return
-            heard = self._heard([reply.agent_id], recent_silence_s=self.interval_s)
             text = reply.take()
-            if reply.agent_id in heard and text:
+            if text and self.heard(reply.agent_id):
                 self.publish_rest([(reply.agent_id, reply.step, text)])
 
     # --- the sender thread -------------------------------------------------------------
@@ -196,7 +211,7 @@ class TokenBatcher:
 
     def _next_wait(self) -> float | None:
         """Seconds until the oldest waiting batch is due; None when none waits."""
-        oldest = min((r.since for r in self._open if r.waiting), default=None)
+        oldest = min((r.since for r in self._open if r.listened and r.waiting), default=None)
         if oldest is None:
             return None
         return max(0.0, oldest + self.interval_s - time.monotonic())
@@ -207,15 +222,15 @@ class TokenBatcher:
         held = []
         try:
             for reply in replies:
-                if not reply.waiting:
-                    continue
+                if not (reply.listened and reply.waiting):
+                    continue  # nobody listens (yet): its text stays with it
                 if now - reply.since < self.interval_s and reply.size < self.max_bytes:
                     continue
                 if reply.sending.acquire(blocking=False):  # else its last batch is going out
                     held.append(reply)
             if not held:
                 return False
-            heard = self._heard(list({r.agent_id for r in held}), recent_silence_s=0.0)
+            heard = self.listening(list({r.agent_id for r in held}))
             batches = [(r.agent_id, r.step, r.take()) for r in held]
             self._publish([b for b in batches if b[0] in heard and b[2]])
         except Exception as exc:  # noqa: BLE001 - tokens are best effort; the steps are not
@@ -225,49 +240,9 @@ class TokenBatcher:
                 reply.sending.release()
         return True
 
-    # --- who listens ----------------------------------------------------------------
-
-    def _heard(self, agent_ids: list[uuid.UUID], *, recent_silence_s: float) -> set[uuid.UUID]:
-        """Of `agent_ids`, those somebody listens to: remembered, else asked of Redis."""
-        now = time.monotonic()
-        heard = {a for a in agent_ids if self._heard_until.get(a, 0.0) > now}
-        unknown = [a for a in agent_ids if a not in heard
-                   and now - self._silent_at.get(a, -1e9) >= recent_silence_s]
-        if not unknown:
-            return heard
-        try:
-            found = self.listening(unknown)
-        except Exception as exc:  # noqa: BLE001 - Redis away: nobody hears tokens meanwhile
-            log.debug("could not ask who listens to tokens: %s", exc)
-            return heard
-        for agent_id in unknown:
-            if agent_id in found:
-                self._heard_until[agent_id] = now + self.heard_s
-                self._silent_at.pop(agent_id, None)
-            else:
-                self._silent_at[agent_id] = now
-                self._heard_until.pop(agent_id, None)
-        if len(self._silent_at) > 10_000:  # agents long gone: forget them
-            self._silent_at = {a: t for a, t in self._silent_at.items() if now - t < 60}
-        if len(self._heard_until) > 10_000:
-            self._heard_until = {a: t for a, t in self._heard_until.items() if t > now}
-        return heard | found
-
     def _publish(self, batches: Sequence[TokenBatch]) -> None:
         if batches:
             self.publish(batches)
-
-
-def redis_listening(redis_client: Any) -> Listening:
-    """Of the agents given, those with a token listener registered (one round trip)."""
-
-    def listening(agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        pipe = redis_client.pipeline(transaction=False)
-        for agent_id in agent_ids:
-            pipe.exists(TOKEN_LISTENERS.format(agent_id))
-        return {a for a, found in zip(agent_ids, pipe.execute(), strict=True) if found}
-
-    return listening
 
 
 class TokenListeners:
@@ -316,14 +291,20 @@ class TokenListeners:
         self._closing.set()
 
     def _register(self, agent_id: uuid.UUID) -> None:
-        key = TOKEN_LISTENERS.format(agent_id)
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(key, self.field, "1")
-            pipe.expire(key, int(self.ttl_s))
+            self._registration(pipe, agent_id)
             pipe.execute()
         except Exception as exc:  # noqa: BLE001 - no tokens until the next refresh
             log.warning("could not register a token listener of agent %s: %s", agent_id, exc)
+
+    def _registration(self, pipe: Any, agent_id: uuid.UUID) -> None:
+        """This process's field in the agent's hash, its expiry, and the announcement
+        that tells the workers (a worker that started since hears the next refresh's)."""
+        key = TOKEN_LISTENERS.format(agent_id)
+        pipe.hset(key, self.field, "1")
+        pipe.expire(key, int(self.ttl_s))
+        pipe.publish(CONTROL_CHANNEL, encode("tokens", {"agent_id": str(agent_id)}))
 
     def _start(self) -> None:
         if self._thread is None:
@@ -342,9 +323,7 @@ class TokenListeners:
             try:
                 pipe = self.redis.pipeline(transaction=False)
                 for agent_id in agents:
-                    key = TOKEN_LISTENERS.format(agent_id)
-                    pipe.hset(key, self.field, "1")
-                    pipe.expire(key, int(self.ttl_s))
+                    self._registration(pipe, agent_id)
                 pipe.execute()
             except Exception as exc:  # noqa: BLE001 - Redis away; try again next time
                 log.warning("could not renew %s token listeners: %s", len(agents), exc)

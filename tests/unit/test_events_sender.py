@@ -195,6 +195,7 @@ def test_a_replys_last_tokens_leave_before_its_steps_in_the_same_write() -> None
     client = FakeRedis()
     bus = RedisEventBus(client)
     a = agent()
+    bus.listener_heard(a.id)  # an API process announced a listener of its tokens
     with bus.reply_tokens(a.id, 0) as on_delta:
         on_delta("THOUGHT: ")
         on_delta("sums")
@@ -211,6 +212,7 @@ def test_tokens_of_a_reply_whose_steps_never_came_are_dropped() -> None:
     client = FakeRedis()
     bus = RedisEventBus(client)
     a, b = agent(), agent()
+    bus.listener_heard(a.id)
     with bus.reply_tokens(a.id, 0) as on_delta:
         on_delta("a reply of a superseded attempt")
     bus.publish_steps(b, steps(1))  # the thread's next agent

@@ -109,9 +109,11 @@ def test_follow_tells_tokens_only_to_a_follower_that_asked(tools: ToolRegistry) 
 
 
 class Recorder:
-    def __init__(self) -> None:
+    """The batcher's publish and `listening`: who listens is `heard` (everyone if None)."""
+
+    def __init__(self, heard: set[uuid.UUID] | None = None) -> None:
         self.batches: list[tuple[uuid.UUID, int, str]] = []
-        self.asked = 0
+        self.heard = heard
         self.published = threading.Event()
 
     def publish(self, batches: Sequence[tuple[uuid.UUID, int, str]]) -> None:
@@ -119,8 +121,7 @@ class Recorder:
         self.published.set()
 
     def listening(self, agent_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        self.asked += 1
-        return set(agent_ids)
+        return set(agent_ids) if self.heard is None else set(agent_ids) & self.heard
 
 
 def test_batches_go_every_interval_or_once_full() -> None:
@@ -139,7 +140,38 @@ def test_batches_go_every_interval_or_once_full() -> None:
         assert recorder.published.wait(0.04)
         on_delta(" tail")
     assert "".join(text for _, _, text in recorder.batches) == "Hello" + "x" * 25 + " tail"
-    assert recorder.asked == 1  # a "yes" is remembered
+
+
+def test_a_reply_nobody_listens_to_publishes_nothing_and_wakes_no_thread() -> None:
+    def senders() -> int:
+        return sum(1 for thread in threading.enumerate() if thread.name == "jarvis-tokens")
+
+    recorder = Recorder(heard=set())
+    batcher = TokenBatcher(publish=recorder.publish, listening=recorder.listening,
+                           interval_s=0.01, max_bytes=20)
+    before = senders()
+    with batcher.reply(uuid.uuid4(), 0) as on_delta:
+        on_delta("Hello")
+        on_delta("x" * 25)  # full, too: still nobody to send it to
+    assert recorder.batches == []
+    assert senders() == before  # no sender thread was started for it
+
+
+def test_a_listener_heard_mid_reply_gets_the_reply_from_its_start() -> None:
+    recorder = Recorder(heard=set())
+    batcher = TokenBatcher(publish=recorder.publish, listening=recorder.listening,
+                           interval_s=0.02, max_bytes=1000)
+    agent_id = uuid.uuid4()
+    with batcher.reply(agent_id, 2) as on_delta:
+        on_delta("THOUGHT: ")
+        on_delta("half")
+        assert recorder.batches == []
+        recorder.heard.add(agent_id)  # type: ignore[union-attr]
+        batcher.wake(agent_id)  # the announcement reaches the worker
+        assert recorder.published.wait(2)  # what was written so far goes out, unasked
+        on_delta(" and the rest")
+    assert "".join(text for _, _, text in recorder.batches) == "THOUGHT: half and the rest"
+    assert {step for _, step, _ in recorder.batches} == {2}
 
 
 def test_a_failed_reply_drops_what_it_holds() -> None:
