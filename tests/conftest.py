@@ -292,6 +292,16 @@ class Process:
         self._log.close()
 
 
+def stop_all(processes: list[Process]) -> None:
+    """SIGTERM them all at once, then wait for each: shutdowns overlap."""
+    import signal
+
+    for process in processes:
+        process.signal(signal.SIGTERM)
+    for process in processes:
+        process.stop()
+
+
 def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 100,
                    models: str | None = None) -> Process:
     """`jarvis-agents worker` started as a child of the test (not waited for)."""
@@ -317,5 +327,4 @@ def start_worker(tmp_path: Path) -> Iterator[Any]:
         return process
 
     yield start
-    for process in started:
-        process.stop()
+    stop_all(started)

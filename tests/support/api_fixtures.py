@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from tests.conftest import (
     emptied_redis,
     held_redis_db,
     new_pg_database,
+    stop_all,
     worker_process,
 )
 from tests.support.api_server import Api, launch
@@ -139,10 +139,3 @@ def stack(module_stack: Stack) -> Stack:
     module_stack.fake.reset()
     return module_stack
 
-
-def stop_all(processes: list[Process]) -> None:
-    """SIGTERM them all at once, then wait for each: shutdowns overlap."""
-    for process in processes:
-        process.signal(signal.SIGTERM)
-    for process in processes:
-        process.stop()
