@@ -312,19 +312,26 @@ def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 10
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Any]:
-    """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
+def started_processes() -> Iterator[list[Process]]:
+    """The workers and APIs a test started (`start_worker`, `start_api`): stopped together
+    at its end, so that their shutdowns overlap."""
     started: list[Process] = []
+    yield started
+    stop_all(started)
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, started_processes: list[Process]) -> Any:
+    """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
     counter = itertools.count()
 
     def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True,
               models: str | None = None) -> Process:
         process = worker_process(env, tmp_path / f"worker-{next(counter)}.log",
                                  concurrency=concurrency, models=models)
-        started.append(process)
+        started_processes.append(process)
         if wait:
             process.wait_for("ready.", timeout_s=60)
         return process
 
-    yield start
-    stop_all(started)
+    return start

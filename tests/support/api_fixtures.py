@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,15 +43,15 @@ def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
 
 
 @pytest.fixture
-def start_api(tmp_path: Path) -> Iterator[Callable[..., Api]]:
-    """start_api(env) → a ready Api; stopped (SIGTERM) at the end of the test."""
-    started: list[Process] = []
+def start_api(tmp_path: Path, started_processes: list[Process]) -> Callable[..., Api]:
+    """start_api(env) → a ready Api; stopped (SIGTERM) at the end of the test, together
+    with its workers (`started_processes`)."""
+    counter = itertools.count()
 
     def start(env: dict[str, str]) -> Api:
-        return launch(env, tmp_path / f"api-{len(started)}.log", started)
+        return launch(env, tmp_path / f"api-{next(counter)}.log", started_processes)
 
-    yield start
-    stop_all(started)
+    return start
 
 
 # --- APIs shared by the whole session (tests that need no worker) ------------------------
