@@ -311,13 +311,28 @@ def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 10
     return Process(args, cli_env(**env), log_path)
 
 
+def kill_all(processes: list[Process]) -> None:
+    """SIGKILL them and all their children: for processes whose test is over, whose
+    graceful stop (~1.5 s for a worker) nobody would look at."""
+    import signal
+
+    for process in processes:
+        process.signal(signal.SIGKILL)
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.proc.wait(5)
+        process.stop()
+
+
 @pytest.fixture
 def started_processes() -> Iterator[list[Process]]:
-    """The workers and APIs a test started (`start_worker`, `start_api`): stopped together
-    at its end, so that their shutdowns overlap."""
+    """The workers and APIs a test started (`start_worker`, `start_api`), killed at its
+    end: its assertions are made by then, its database and Redis database are emptied
+    for the next test (`pg_url`, `redis_url`), and the tests of a graceful stop stop
+    their processes themselves (test_worker_death, test_up)."""
     started: list[Process] = []
     yield started
-    stop_all(started)
+    kill_all(started)
 
 
 @pytest.fixture

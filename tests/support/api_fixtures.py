@@ -44,8 +44,8 @@ def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
 
 @pytest.fixture
 def start_api(tmp_path: Path, started_processes: list[Process]) -> Callable[..., Api]:
-    """start_api(env) → a ready Api; stopped (SIGTERM) at the end of the test, together
-    with its workers (`started_processes`)."""
+    """start_api(env) → a ready Api; killed at the end of the test, together with its
+    workers (`started_processes`)."""
     counter = itertools.count()
 
     def start(env: dict[str, str]) -> Api:
