@@ -22,6 +22,12 @@ PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PR
 # flight, measured: bench scenario 6): one process keeps a thousand slow agents in flight,
 # where 200 left 1,000 agents of 4 s each to run in five waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
+# Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
+# 10 s, 6 tries over 8 min 35 s in all (CONTRACT §2). How long a claimed try is its
+# claimer's: longer than a try that takes all of its time-outs (webhooks/sender.py,
+# TIMEOUT_S = 5 s per connect, send and read). Only tests shorten them.
+WEBHOOK_RETRY_DELAYS_S: tuple[float, ...] = (5, 30, 60, 120, 300)
+WEBHOOK_LEASE_S = 20.0
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -64,6 +70,8 @@ class Settings:
     context_chars: int = 16000
     webhook_secret: str | None = None
     webhook_allow_private: bool = False
+    webhook_retry_delays_s: tuple[float, ...] = WEBHOOK_RETRY_DELAYS_S
+    webhook_lease_s: float = WEBHOOK_LEASE_S
     weather_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
     weather_forecast_url: str = "https://api.open-meteo.com/v1/forecast"
     search_backend: str = "duckduckgo"
@@ -148,6 +156,9 @@ class Settings:
             context_chars=_int(env, "JARVIS_CONTEXT_CHARS", 16000, low=500),
             webhook_secret=_webhook_secret(env.get("JARVIS_WEBHOOK_SECRET") or None),
             webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
+            webhook_retry_delays_s=_seconds_list(
+                env, "JARVIS_WEBHOOK_RETRY_DELAYS", WEBHOOK_RETRY_DELAYS_S),
+            webhook_lease_s=_float(env, "JARVIS_WEBHOOK_LEASE", WEBHOOK_LEASE_S),
             weather_geocoding_url=_url(
                 env, "JARVIS_WEATHER_GEOCODING_URL", "https://geocoding-api.open-meteo.com/v1/search"
             ),
@@ -314,6 +325,20 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value
+
+
+def _seconds_list(env: Mapping[str, str], name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        values = tuple(float(part) for part in raw.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ConfigError(
+            f"{name} must be positive numbers of seconds separated by commas, not {raw!r}")
+    return values
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:

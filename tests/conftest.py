@@ -292,6 +292,16 @@ class Process:
         self._log.close()
 
 
+def stop_all(processes: list[Process]) -> None:
+    """SIGTERM them all at once, then wait for each: shutdowns overlap."""
+    import signal
+
+    for process in processes:
+        process.signal(signal.SIGTERM)
+    for process in processes:
+        process.stop()
+
+
 def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 100,
                    models: str | None = None) -> Process:
     """`jarvis-agents worker` started as a child of the test (not waited for)."""
@@ -301,21 +311,42 @@ def worker_process(env: dict[str, str], log_path: Path, *, concurrency: int = 10
     return Process(args, cli_env(**env), log_path)
 
 
+def kill_all(processes: list[Process]) -> None:
+    """SIGKILL them and all their children: for processes whose test is over, whose
+    graceful stop (~1.5 s for a worker) nobody would look at."""
+    import signal
+
+    for process in processes:
+        process.signal(signal.SIGKILL)
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.proc.wait(5)
+        process.stop()
+
+
 @pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Any]:
-    """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
+def started_processes() -> Iterator[list[Process]]:
+    """The workers and APIs a test started (`start_worker`, `start_api`), killed at its
+    end: its assertions are made by then, its database and Redis database are emptied
+    for the next test (`pg_url`, `redis_url`), and the tests of a graceful stop stop
+    their processes themselves (test_worker_death, test_up)."""
     started: list[Process] = []
+    yield started
+    kill_all(started)
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, started_processes: list[Process]) -> Any:
+    """Start `jarvis-agents worker` processes: start_worker(env) → Process (ready)."""
     counter = itertools.count()
 
     def start(env: dict[str, str], *, concurrency: int = 100, wait: bool = True,
               models: str | None = None) -> Process:
         process = worker_process(env, tmp_path / f"worker-{next(counter)}.log",
                                  concurrency=concurrency, models=models)
-        started.append(process)
+        started_processes.append(process)
         if wait:
             process.wait_for("ready.", timeout_s=60)
         return process
 
-    yield start
-    for process in started:
-        process.stop()
+    return start

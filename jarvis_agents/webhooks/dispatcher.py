@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from jarvis_agents.config import Settings
+from jarvis_agents.config import WEBHOOK_LEASE_S, WEBHOOK_RETRY_DELAYS_S, Settings
 from jarvis_agents.lifecycle import utcnow
 from jarvis_agents.store.outbox import Delivery
 from jarvis_agents.store.repository import Repository
@@ -43,10 +43,10 @@ from jarvis_agents.webhooks.signing import Signer
 
 log = logging.getLogger(__name__)
 
-# The wait before each retry: the first within 10 s; 6 tries over 8 min 35 s in all.
-RETRY_DELAYS_S = (5, 30, 60, 120, 300)
-# How long a claimed try is its claimer's: longer than a try can take (sender.TIMEOUT_S).
-LEASE_S = 20.0
+# The wait before each retry, and how long a claimed try is its claimer's (config.py:
+# JARVIS_WEBHOOK_RETRY_DELAYS and JARVIS_WEBHOOK_LEASE, which only tests change).
+RETRY_DELAYS_S = WEBHOOK_RETRY_DELAYS_S
+LEASE_S = WEBHOOK_LEASE_S
 # How often an idle dispatcher looks for due deliveries.
 PERIOD_S = 1.0
 SENDERS = 8
@@ -56,11 +56,12 @@ SENDERS = 8
 MAX_CLAIM = 64
 
 
-def retry_at(attempt: int, now: datetime) -> datetime | None:
+def retry_at(attempt: int, now: datetime, *,
+             delays_s: tuple[float, ...] = RETRY_DELAYS_S) -> datetime | None:
     """When the try after try number `attempt` (from 1) is due; None when none is left."""
-    if attempt > len(RETRY_DELAYS_S):
+    if attempt > len(delays_s):
         return None
-    return now + timedelta(seconds=RETRY_DELAYS_S[attempt - 1])
+    return now + timedelta(seconds=delays_s[attempt - 1])
 
 
 class WebhookDispatcher:
@@ -69,7 +70,7 @@ class WebhookDispatcher:
     def __init__(
         self, *, repository: Repository, signer: Signer, sender: WebhookSender,
         senders: int = SENDERS, period_s: float = PERIOD_S, lease_s: float = LEASE_S,
-        clock: Callable[[], datetime] = utcnow, outcomes: Callable[[str], None] = lambda _: None,
+        retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S, clock: Callable[[], datetime] = utcnow, outcomes: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.repository = repository
         self.outcomes = outcomes  # counts each try's outcome (jarvis_webhook_deliveries_total)
@@ -79,6 +80,7 @@ class WebhookDispatcher:
         self.senders = senders
         self.period_s = period_s
         self.lease_s = lease_s
+        self.retry_delays_s = retry_delays_s
         self.clock = clock
         # Claimed tries with when they were claimed (time.monotonic()), for the senders.
         self._queue: queue.SimpleQueue[tuple[Delivery, bytes, float] | None] = queue.SimpleQueue()
@@ -103,7 +105,8 @@ class WebhookDispatcher:
         sender = WebhookSender(allow_private=settings.webhook_allow_private, resolver=resolver,
                                verify=verify, senders=SENDERS)
         return cls(repository=repository, signer=Signer(settings.webhook_secret), sender=sender,
-                   outcomes=outcomes)
+                   lease_s=settings.webhook_lease_s,
+                   retry_delays_s=settings.webhook_retry_delays_s, outcomes=outcomes)
 
     # --- tries ------------------------------------------------------------------------
 
@@ -137,7 +140,7 @@ class WebhookDispatcher:
             return True
         now = self.clock()
         error = outcome.error or "failed"
-        retry = retry_at(delivery.attempt, now)
+        retry = retry_at(delivery.attempt, now, delays_s=self.retry_delays_s)
         self.outcomes("failed" if retry is not None else "abandoned")
         if self.store.failed(delivery, payload=body.decode(), error=error, now=now,
                              retry_at=retry):
@@ -147,7 +150,7 @@ class WebhookDispatcher:
             else:
                 log.warning("webhook %s (%s) of agent %s, try %s failed (%s); next in %s s",
                             delivery.id, delivery.event, delivery.agent_id, delivery.attempt,
-                            error, RETRY_DELAYS_S[delivery.attempt - 1])
+                            error, self.retry_delays_s[delivery.attempt - 1])
         return False
 
     def flush(self) -> None:

@@ -17,7 +17,7 @@ from standardwebhooks import Webhook
 
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.service import CreateRequest
-from jarvis_agents.webhooks.dispatcher import LEASE_S, PERIOD_S, RETRY_DELAYS_S
+from jarvis_agents.webhooks.dispatcher import PERIOD_S
 from tests.faults.conftest import System
 from tests.support.webhook_receiver import HANG, Received, WebhookReceiver
 
@@ -25,6 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 PLAIN = "s3cret-plain"
 WHSEC = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+# The workers' lease and first retry, shortened from 20 s and 5 s: what a dead worker
+# owes is taken over, and a failed try retried, as it would be after the defaults.
+LEASE_S = 4.0
+FIRST_RETRY_S = 2.0
 # Longest a delivery owed by a dead worker waits for a new one's dispatcher: the lease,
 # a period, and the new worker's start-up.
 TAKEN_OVER_S = LEASE_S + PERIOD_S + 30
@@ -37,7 +41,9 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 def webhook_env(system: System, secret: str | None = PLAIN) -> dict[str, str]:
-    env = {**system.env, "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}  # the receiver is on loopback
+    env = {**system.env, "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1",  # the receiver is on loopback
+           "JARVIS_WEBHOOK_LEASE": str(LEASE_S),
+           "JARVIS_WEBHOOK_RETRY_DELAYS": f"{FIRST_RETRY_S},30,60,120,300"}
     if secret is not None:
         env["JARVIS_WEBHOOK_SECRET"] = secret
     return env
@@ -140,9 +146,9 @@ def test_a_worker_killed_during_the_retries_loses_nothing(
         return any(d["last_error"] for d in deliveries(system, agent_id))
 
     system.wait_until(retry_scheduled, 30, "the first try's failure to be recorded")
-    kill(first)  # its retry, due RETRY_DELAYS_S[0] later, is now nobody's
+    kill(first)  # its retry, due FIRST_RETRY_S later, is now nobody's
     start_worker(env)
-    system.wait_until(lambda: delivered(system, agent_id), RETRY_DELAYS_S[0] + TAKEN_OVER_S,
+    system.wait_until(lambda: delivered(system, agent_id), FIRST_RETRY_S + TAKEN_OVER_S,
                       "the retried webhook")
     failed, retried = receiver.wait_for(2, timeout_s=1)
     assert (failed.answered, retried.answered) == (500, 200)

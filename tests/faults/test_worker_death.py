@@ -28,6 +28,7 @@ def test_sigkill_mid_agent_then_another_worker_completes_it(system: System, fake
     first.signal(signal.SIGKILL)
     first.proc.wait(10)
     assert system.repository.get(agent.id).status is AgentStatus.RUNNING  # type: ignore[union-attr]
+    fake_ollama.latency_s = 0.0  # the kill is behind it: the resumed calls need not be slow
     start_worker(system.env)
     done = system.terminal(agent.id, timeout_s=40)
     assert done.status is AgentStatus.COMPLETED, done.error
@@ -59,6 +60,7 @@ def test_sigterm_loses_no_agent_and_counts_no_lost_worker(
     assert all(f"agent {a.id} handed back" in output for a in agents), output[-3000:]
     handed_back = [system.repository.get(a.id) for a in agents]
     assert all(a.status is AgentStatus.RUNNING and a.heartbeat_at is None for a in handed_back)  # type: ignore[union-attr]
+    fake_ollama.latency_s = 0.0  # the shutdown is behind them: the resumed calls need not be slow
     start_worker(env)
     for agent in agents:
         done = system.terminal(agent.id, timeout_s=40)

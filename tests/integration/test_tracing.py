@@ -190,6 +190,7 @@ def test_an_agent_resumed_after_its_worker_died_goes_on_in_its_trace(
         wait_until(lambda: len(http.get(steps).json()["steps"]) >= 3)
         first.signal(signal.SIGKILL)  # mid-way through its second model call
         first.proc.wait(10)
+        fake_ollama.latency_s = 0.0  # the kill is behind it: the resumed calls need not be slow
         start_worker(env)
         done = http.get(f"/api/v1/agents/{agent['id']}", params={"wait": 40}).json()
     assert done["status"] == "COMPLETED", done

@@ -182,17 +182,22 @@ def dispatcher(repository: Repository, clock: Clock, **env: str) -> WebhookDispa
     return found
 
 
+@pytest.mark.parametrize(("env", "delays"), [
+    ({}, RETRY_DELAYS_S),
+    ({"JARVIS_WEBHOOK_RETRY_DELAYS": "1,2.5"}, (1, 2.5)),  # as the fault tests shorten it
+], ids=["default", "shortened"])
 def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
     repository: Repository, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
+    env: dict[str, str], delays: tuple[float, ...],
 ) -> None:
     receiver.script = [500] * 10
     agent = running(repository, receiver.url)
     assert complete(repository, agent)
     clock = Clock()
-    sending = dispatcher(repository, clock)
+    sending = dispatcher(repository, clock, **env)
     outcomes: list[str] = []  # what jarvis_webhook_deliveries_total counts
     sending.outcomes = outcomes.append
-    for number, delay in enumerate((*RETRY_DELAYS_S, None), 1):
+    for number, delay in enumerate((*delays, None), 1):
         assert sending.send_due() == 1
         assert sending.send_due() == 0  # not due again before its time
         (row,) = owed(repository, agent)
@@ -204,12 +209,25 @@ def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
             clock.now += timedelta(seconds=delay)
     clock.now += timedelta(days=1)
     assert sending.send_due() == 0  # abandoned: never tried again
-    tries = receiver.wait_for(1 + len(RETRY_DELAYS_S), timeout_s=5)
+    tries = receiver.wait_for(1 + len(delays), timeout_s=5)
     assert len({t.header("webhook-id") for t in tries}) == 1
     assert len({t.body for t in tries}) == 1  # the same bytes every time
-    assert "abandoned after 6 tries" in caplog.text
-    assert outcomes == ["failed"] * len(RETRY_DELAYS_S) + ["abandoned"]
+    assert f"abandoned after {1 + len(delays)} tries" in caplog.text
+    assert outcomes == ["failed"] * len(delays) + ["abandoned"]
     assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
+
+
+def test_a_claim_is_held_for_the_lease_of_the_settings(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    clock = Clock()
+    short = dispatcher(repository, clock, JARVIS_WEBHOOK_LEASE="3")
+    assert len(short.claim(5)) == 1
+    clock.now += timedelta(seconds=2)
+    assert short.claim(5) == []  # still its claimer's
+    clock.now += timedelta(seconds=2)
+    ((again, _),) = short.claim(5)  # its claimer died: due again once the 3 s lease ended
+    assert again.agent_id == agent.id and again.attempt == 2
 
 
 def test_a_delivered_webhook_is_not_sent_again(

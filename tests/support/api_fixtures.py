@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import signal
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from tests.conftest import (
     emptied_redis,
     held_redis_db,
     new_pg_database,
+    stop_all,
     worker_process,
 )
 from tests.support.api_server import Api, launch
@@ -42,15 +43,15 @@ def api_env(pg_url: str, redis_url: str, fake_ollama: Any) -> dict[str, str]:
 
 
 @pytest.fixture
-def start_api(tmp_path: Path) -> Iterator[Callable[..., Api]]:
-    """start_api(env) → a ready Api; stopped (SIGTERM) at the end of the test."""
-    started: list[Process] = []
+def start_api(tmp_path: Path, started_processes: list[Process]) -> Callable[..., Api]:
+    """start_api(env) → a ready Api; killed at the end of the test, together with its
+    workers (`started_processes`)."""
+    counter = itertools.count()
 
     def start(env: dict[str, str]) -> Api:
-        return launch(env, tmp_path / f"api-{len(started)}.log", started)
+        return launch(env, tmp_path / f"api-{next(counter)}.log", started_processes)
 
-    yield start
-    stop_all(started)
+    return start
 
 
 # --- APIs shared by the whole session (tests that need no worker) ------------------------
@@ -139,10 +140,3 @@ def stack(module_stack: Stack) -> Stack:
     module_stack.fake.reset()
     return module_stack
 
-
-def stop_all(processes: list[Process]) -> None:
-    """SIGTERM them all at once, then wait for each: shutdowns overlap."""
-    for process in processes:
-        process.signal(signal.SIGTERM)
-    for process in processes:
-        process.stop()

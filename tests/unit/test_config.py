@@ -77,6 +77,9 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_PROVIDER", "anthropic"),
         ("OPENAI_BASE_URL", "localhost:8000/v1"),
         ("JARVIS_APPROVAL_TIMEOUT", "a day"),
+        ("JARVIS_WEBHOOK_LEASE", "0"),
+        ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,,5"),
+        ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,-5"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:
@@ -100,3 +103,12 @@ def test_approvals_are_read() -> None:
     settings = Settings.from_env({"JARVIS_APPROVE_TOOLS": " calculate, ,search ",
                                   "JARVIS_APPROVAL_TIMEOUT": "60"})
     assert settings.approve_tools == ("calculate", "search") and settings.approval_timeout_s == 60
+
+
+def test_webhook_timing_keeps_the_contracts_schedule_unless_a_test_shortens_it() -> None:
+    # CONTRACT §2: the first retry within 10 s, at least 5 tries over at least 5 minutes.
+    default = Settings.from_env({})
+    assert default.webhook_retry_delays_s == (5, 30, 60, 120, 300)
+    assert default.webhook_lease_s == 20
+    short = Settings.from_env({"JARVIS_WEBHOOK_RETRY_DELAYS": "0.5, 30", "JARVIS_WEBHOOK_LEASE": "3"})
+    assert (short.webhook_retry_delays_s, short.webhook_lease_s) == ((0.5, 30.0), 3.0)
