@@ -31,8 +31,6 @@ lets one event reach a thousand streams of a hot agent in one pass.
 from __future__ import annotations
 
 import logging
-import os
-import select as io_select
 import threading
 import uuid
 from collections import defaultdict
@@ -46,8 +44,11 @@ from jarvis_agents.lifecycle import Agent
 
 log = logging.getLogger(__name__)
 
-# Subscribed first on every connection and never left: its confirmation says the hub
-# is (again) connected, so that streams catch up with what they may have missed.
+# A hub's own channel (this prefix and a token of its own) is subscribed first on every
+# connection and never left: its confirmation says the hub is (again) connected, so that
+# streams catch up with what they may have missed; and a publish on it wakes the reader
+# when the channels to watch change (redis-py offers no public handle on the pub/sub
+# socket to wait on beside a pipe of our own).
 HUB_CHANNEL: Final = "jarvis:hub"
 # How long a stream's subscribe waits for Redis to confirm that its channel is heard.
 CONFIRM_WAIT_S: Final = 1.0
@@ -98,10 +99,7 @@ class EventHub:
         self._changed = False  # the watched channels changed since the reader looked
         self._confirmed: set[str] = set()  # the reader's: channels Redis confirmed
         self._lock = threading.Lock()
-        # The reader waits on this pipe beside its socket; a stream writes to wake it.
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self.channel = f"{HUB_CHANNEL}:{uuid.uuid4().hex}"
         self._closing = threading.Event()
         self._first_attempt = threading.Event()
         self._connected = False
@@ -173,17 +171,16 @@ class EventHub:
                 return
             del self._subscriptions[subscription.channel]
             del self._heard[subscription.channel]
+            # Left at the reader's next look, unwoken: a message for a channel nobody
+            # watches is dropped meanwhile (_handle).
             self._changed = True
-        self._wake()
 
     def _wake(self) -> None:
-        wake_w = self._wake_w
-        if wake_w < 0:
-            return  # closed
+        """Have the reader look at the watched channels now (a publish on its own channel)."""
         try:
-            os.write(wake_w, b"!")
-        except BlockingIOError:
-            pass  # the pipe is full: the reader is awake anyway
+            self.redis.publish(self.channel, "")
+        except Exception as exc:  # noqa: BLE001 - Redis away: the reconnect subscribes all
+            log.debug("could not wake the event hub's reader: %s", exc)
 
     def subscriber_count(self) -> int:
         with self._lock:
@@ -201,12 +198,6 @@ class EventHub:
         for thread in (self._thread, self._checker):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout=3)
-        if self._thread is None or not self._thread.is_alive():
-            with self._lock:  # two closes at once (a timer and the owner) close it once
-                wake_w, self._wake_w = self._wake_w, -1
-            if wake_w >= 0:
-                os.close(wake_w)
-                os.close(self._wake_r)
 
     # --- the reader ------------------------------------------------------------------
 
@@ -225,17 +216,15 @@ class EventHub:
             subscribed: set[str] = set()  # what this connection was asked to hear
             self._confirmed = set()  # … and what Redis confirmed it hears
             try:
-                pubsub.subscribe(HUB_CHANNEL)
+                pubsub.subscribe(self.channel)
                 self._changed = True  # every watched channel, on this connection
                 while not self._closing.is_set():
                     if self._changed:
                         self._resubscribe(pubsub, subscribed)
-                    raw = pubsub.get_message(timeout=0)
+                    raw = pubsub.get_message(timeout=1.0)  # a wake-up is a message too
                     if raw is not None:
                         self._handle(raw)
                         backoff_s = 0.2
-                    else:
-                        self._wait(pubsub, 1.0)
             except Exception as exc:  # noqa: BLE001 - Redis restarts; reconnect and resync
                 if self._connected:
                     log.warning("event hub lost Redis (%s); reconnecting", exc)
@@ -269,19 +258,6 @@ class EventHub:
             subscribed -= gone
             self._confirmed -= gone
 
-    def _wait(self, pubsub: Any, timeout_s: float) -> None:
-        """Until the connection has something to read, a stream wakes us, or `timeout_s`."""
-        sock = pubsub.connection._sock if pubsub.connection else None  # redis-py has no public handle
-        if sock is None:
-            raise ConnectionError("the pub/sub connection is closed")
-        readable, _, _ = io_select.select([sock, self._wake_r], [], [], timeout_s)
-        if self._wake_r in readable:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-
     def _handle(self, raw: dict[str, Any]) -> None:
         kind = raw.get("type")
         if kind == "message":
@@ -294,7 +270,7 @@ class EventHub:
             self._deliver(message)
         elif kind == "subscribe":
             channel = _text(raw.get("channel"))
-            if channel == HUB_CHANNEL:
+            if channel == self.channel:
                 # Confirmed (again, after redis-py reconnected by itself and
                 # resubscribed): anything published while we were away is lost, so
                 # everyone catches up.
