@@ -267,9 +267,6 @@ class Agent:
     def _moved(self, target: AgentStatus, **changes: object) -> Agent:
         check_transition(self.status, target)
         now = changes.pop("now", None) or utcnow()
-        for counted in ("step_count", "usage"):  # kept unless given
-            if counted in changes and changes[counted] is None:
-                del changes[counted]
         if target.is_terminal:
             changes.setdefault("completed_at", now)
         return replace(self, status=target, updated_at=now, **changes)
@@ -288,7 +285,9 @@ class Agent:
         """COMPLETED with `final_answer`; `step_count` and `usage` as they ended, if given."""
         return self._moved(
             AgentStatus.COMPLETED, now=now, final_answer=final_answer, output=output,
-            stop_reason=StopReason.FINAL_ANSWER, step_count=step_count, usage=usage,
+            stop_reason=StopReason.FINAL_ANSWER,
+            step_count=self.step_count if step_count is None else step_count,
+            usage=self.usage if usage is None else usage,
         )
 
     def with_failed(
@@ -296,8 +295,11 @@ class Agent:
         step_count: int | None = None, usage: Usage | None = None,
     ) -> Agent:
         """FAILED with `error`; `step_count` and `usage` as they ended, if given."""
-        return self._moved(AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason,
-                           step_count=step_count, usage=usage)
+        return self._moved(
+            AgentStatus.FAILED, now=now, error=error, stop_reason=stop_reason,
+            step_count=self.step_count if step_count is None else step_count,
+            usage=self.usage if usage is None else usage,
+        )
 
     def with_waiting(
         self, *, call_id: str, tool: str, tool_input: str, now: datetime | None = None

@@ -70,7 +70,8 @@ class WebhookDispatcher:
     def __init__(
         self, *, repository: Repository, signer: Signer, sender: WebhookSender,
         senders: int = SENDERS, period_s: float = PERIOD_S, lease_s: float = LEASE_S,
-        retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S, clock: Callable[[], datetime] = utcnow, outcomes: Callable[[str], None] = lambda _: None,
+        retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S, clock: Callable[[], datetime] = utcnow,
+        outcomes: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.repository = repository
         self.outcomes = outcomes  # counts each try's outcome (jarvis_webhook_deliveries_total)
