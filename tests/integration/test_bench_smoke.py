@@ -26,7 +26,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.llm.base import ChatMessage, ChatRequest
 from jarvis_agents.llm.ollama import OllamaChatModel
 from jarvis_agents.react.prompt import STOP_SEQUENCES
-from tests.conftest import PG_ADMIN_URL, ROOT, cli_env
+from tests.conftest import PG_ADMIN_URL, ROOT, cli_env, missing
 
 pytestmark = pytest.mark.integration
 
@@ -252,3 +252,24 @@ def test_bench_model_server_scripts_the_worker_client_and_clocks_each_call(
         model="llama3.2", messages=[{"role": "user", "content": "hi"}], stream=False
     )
     assert "ACTION: calculate" in reply.message.content
+
+
+@pytest.mark.timeout(180)
+def test_tree_ab_runs_agents_in_turns_and_reports_every_ratio(pg_server_url: str) -> None:
+    """`python -m bench.tree_ab .`: this tree against itself, two workers taking turns."""
+    if shutil.which("redis-server") is None:
+        missing("redis-server", "bench.tree_ab starts a redis-server of its own")
+    env = cli_env(JARVIS_BENCH_PG=PG_ADMIN_URL, PATH=os.environ.get("PATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.tree_ab", ".", "--pairs", "6"],
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "**" in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| step gap, wall (mean of an agent's 3)", "| step gap, agent thread CPU",
+        "| agent run, wall", "| agent run, process CPU",
+    ]
+    for row in rows:  # the ratios are numbers a reader can use
+        ratio = float(row.split("**")[1])
+        assert math.isfinite(ratio) and ratio > 0, row

@@ -1,0 +1,211 @@
+"""`python -m bench.tree_ab REF`: this tree's worker against REF's, agent by agent.
+
+Each tree's worker pieces run in a process of their own (`bench/tree_ab_child.py`,
+under the tree's own virtualenv), each on its own fresh PostgreSQL database, with one
+private Redis and one instant bench model server between them (3 `calculate` calls,
+then the answer). The two take turns, one agent at a time, the order swapped each
+pair, so a machine whose speed drifts (a shared host) slows both alike; what is
+reported is the median of the per-pair ratios, and the same for each half of the pairs
+to show how steady it is.
+
+It is the step overhead as the worker itself clocks it (the gap between two model
+calls, wall and the agent thread's CPU), the whole run of an agent (claim to the end,
+wall and process CPU), nothing of the API. `make bench`'s per-step figure also counts
+the model call's own client work and the machine shared with the API and the SSE
+clients; this one tells, in a few minutes and to a percent or two, where a change of
+that figure comes from.
+
+REF is checked out once into bench/.trees/<sha> with a virtualenv of its own
+(`pip install -e`), kept for the next run; REF `.` runs this tree against itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.processes import ROOT, Process, StartupError, free_port
+from bench.stack import PG_ADMIN_URL
+
+TREES = ROOT / "bench" / ".trees"
+CHILD = Path(__file__).resolve().parent / "tree_ab_child.py"
+
+
+@dataclass
+class Side:
+    name: str
+    root: Path
+    python: Path
+    database_url: str = ""
+    proc: subprocess.Popen[str] | None = None
+    agents: list[dict[str, Any]] = field(default_factory=list)  # what the child measured
+
+
+def checkout(ref: str) -> Side:
+    """REF's tree and virtualenv under bench/.trees, made the first time; `.` is this
+    tree again (an A/A run: what the machine's noise alone gives)."""
+    if ref == ".":
+        return Side("this tree again", ROOT, Path(sys.executable))
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                           cwd=ROOT, check=False, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise RuntimeError(f"no commit {ref!r} in this repository")
+    sha = found.stdout.strip()
+    tree = TREES / sha[:12]
+    if not (tree / ".git").exists():
+        TREES.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha],
+                       cwd=ROOT, check=True, capture_output=True)
+    python = tree / ".venv" / "bin" / "python"
+    if not (tree / ".venv" / ".ab-installed").exists():
+        print(f"installing {ref} ({sha[:12]}) into {tree / '.venv'}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", str(tree)],
+                       check=True)
+        (tree / ".venv" / ".ab-installed").touch()
+    return Side(f"{ref} ({sha[:12]})", tree, python)
+
+
+def ratio_line(label: str, mine: Sequence[float], theirs: Sequence[float]) -> str:
+    ratios = [a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
+    half = len(ratios) // 2
+    return (f"| {label} | {statistics.median(mine):,.0f} | {statistics.median(theirs):,.0f} | "
+            f"**{statistics.median(ratios):.3f}** | {statistics.median(ratios[:half]):.3f} / "
+            f"{statistics.median(ratios[half:]):.3f} |")
+
+
+def run(ref: str, pairs: int, log_dir: Path) -> str:
+    from sqlalchemy import create_engine, text
+
+    this = Side("this tree", ROOT, Path(sys.executable))
+    other = checkout(ref)
+    sides = (this, other)
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    redis_port, model_port = free_port(), free_port()
+    services = [
+        Process("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--dir", str(log_dir)],
+                env=dict(os.environ), log_dir=log_dir),
+        Process("model", [sys.executable, "-m", "bench.model_server", "--port", str(model_port),
+                          "--latency", "0", "--tool-calls", "3"],
+                env=dict(os.environ), log_dir=log_dir),
+    ]
+    try:
+        services[0].wait_for("Ready to accept connections", timeout_s=20)
+        services[1].wait_for("bench model listening", timeout_s=30)
+        for side in sides:
+            name = f"jarvis_ab_{secrets.token_hex(4)}"
+            with admin.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            side.database_url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+            env = dict(os.environ, PYTHONPATH=str(side.root), DATABASE_URL=side.database_url)
+            migrated = subprocess.run([str(side.python.parent / "jarvis-agents"), "db", "upgrade"],
+                                      check=False, env=env, cwd=side.root, capture_output=True,
+                                      text=True)
+            if migrated.returncode != 0:
+                raise RuntimeError(f"{side.name}: db upgrade failed: {migrated.stderr.strip()}")
+            side.proc = subprocess.Popen(
+                [str(side.python), str(CHILD), side.database_url,
+                 f"redis://127.0.0.1:{redis_port}/0", f"http://127.0.0.1:{model_port}",
+                 str(log_dir / f"data-{name}")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                env=dict(os.environ, PYTHONPATH=str(side.root)), cwd=side.root,
+            )
+            if (side.proc.stdout.readline().strip()) != "READY":
+                raise RuntimeError(f"{side.name}'s worker did not start")
+        for pair in range(pairs):
+            for side in (sides if pair % 2 == 0 else sides[::-1]):
+                side.proc.stdin.write("run\n")
+                side.proc.stdin.flush()
+                line = side.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"{side.name}'s worker stopped (its error is above)")
+                measured = json.loads(line)
+                if measured["status"] != "COMPLETED":
+                    raise RuntimeError(f"{side.name}: an agent ended {measured['status']}")
+                side.agents.append(measured)
+            if (pair + 1) % 100 == 0:
+                print(f"  {pair + 1} of {pairs} pairs", flush=True)
+    finally:
+        for side in sides:
+            if side.proc is not None:
+                side.proc.kill()
+                side.proc.wait()
+        for service in services:
+            service.stop()
+        with admin.connect() as conn:
+            for side in sides:
+                if side.database_url:
+                    name = side.database_url.rsplit("/", 1)[1]
+                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return report(this, other, pairs)
+
+
+def report(this: Side, other: Side, pairs: int) -> str:
+    def gap(side: Side, index: int) -> list[float]:
+        return [statistics.mean(g[index] for g in agent["gaps"]) for agent in side.agents]
+
+    def whole(side: Side, key: str) -> list[float]:
+        return [agent[key] for agent in side.agents]
+
+    def spent(side: Side, call: str, index: int) -> list[float]:
+        return [agent["spent"].get(call, [0.0, 0.0, 0])[index] for agent in side.agents]
+
+    calls = sorted(set(this.agents[0]["spent"]) & set(other.agents[0]["spent"]),
+                   key=lambda call: -statistics.median(spent(this, call, 0)))
+    lines = [
+        (f"{pairs} pairs, this tree against {other.name}; µs, medians; ratio = the median of "
+         "the per-pair ratios (first half / second half)"),
+        "",
+        "| figure | this tree | " + other.name + " | ratio | halves |",
+        "|---|---|---|---|---|",
+        ratio_line("step gap, wall (mean of an agent's 3)", gap(this, 0), gap(other, 0)),
+        ratio_line("step gap, agent thread CPU", gap(this, 1), gap(other, 1)),
+        ratio_line("agent run, wall", whole(this, "wall"), whole(other, "wall")),
+        ratio_line("agent run, process CPU", whole(this, "cpu"), whole(other, "cpu")),
+        "",
+        "Per agent, the executor's calls of its collaborators (calls: this tree / the other):",
+        "",
+        "| call | calls | wall, this tree | wall, other | CPU, this tree | CPU, other |",
+        "|---|---|---|---|---|---|",
+    ]
+    for call in calls:
+        counts = f"{statistics.median(spent(this, call, 2)):g} / {statistics.median(spent(other, call, 2)):g}"
+        lines.append(f"| {call} | {counts} | " + " | ".join(
+            f"{statistics.median(values):,.0f}" for values in (
+                spent(this, call, 0), spent(other, call, 0),
+                spent(this, call, 1), spent(other, call, 1))) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tree_ab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("ref", help="the git commit (branch, tag) to measure this tree against; "
+                                    "'.' for this tree again")
+    parser.add_argument("--pairs", type=int, default=300, help="agents per side (default 300)")
+    args = parser.parse_args(argv)
+    if shutil.which("redis-server") is None:
+        print("redis-server is not installed", file=sys.stderr)
+        return 2
+    log_dir = ROOT / "bench" / "runs" / f"tree-ab-{secrets.token_hex(3)}"
+    log_dir.mkdir(parents=True)
+    try:
+        print(run(args.ref, args.pairs, log_dir))
+    except (RuntimeError, StartupError, subprocess.CalledProcessError) as exc:
+        print(f"bench.tree_ab: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
