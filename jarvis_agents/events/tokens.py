@@ -90,7 +90,14 @@ class ReplyTokens:
             if first:
                 self.since = time.monotonic()
             full = self.size >= self.batcher.max_bytes
-        if (first or full) and self.batcher.heard(self.agent_id):
+            filled = full and self.size - len(text) < self.batcher.max_bytes  # just now
+        if self.listened:
+            if first or full:
+                self.batcher.due(self, now=full)
+            return
+        # Nobody heard listening yet: asked when the reply starts and when it fills, not
+        # at every piece after (an announcement heard later wakes it: TokenBatcher.wake).
+        if (first or filled) and self.batcher.heard(self.agent_id):
             self.batcher.due(self, now=full)
 
     @property
