@@ -1,5 +1,6 @@
 """How the repository reaches the database: SQLAlchemy connections for the statements
-that are not hot, DBAPI cursors for the prebuilt ones (store/compiled.py).
+that are not hot, DBAPI cursors for the prebuilt ones (store/compiled.py), which on
+PostgreSQL run each statement prepared (store/prepared.py).
 
 On PostgreSQL a statement that stands alone runs in autocommit: one round trip, with
 no BEGIN and COMMIT (or ROLLBACK after a read) around it. On SQLite it runs in a
@@ -23,10 +24,9 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.database import check_idle, make_engine
+from jarvis_agents.store.prepared import Prepared
 
 T = TypeVar("T")
-# Prepares what a cursor will run, once per connection: (cursor, the connection's info).
-Prepare = Callable[[Any, dict[str, Any]], None]
 
 
 def raw_connection(engine: Engine) -> PoolProxiedConnection:
@@ -48,6 +48,7 @@ class Connections:
         self.dialect = engine.dialect
         self.error = engine.dialect.loaded_dbapi.Error
         self.autocommit = engine.dialect.name == "postgresql"
+        self.prepared = Prepared(self.error) if self.autocommit else None
 
     @contextmanager
     def one_statement(self) -> Iterator[Connection]:
@@ -82,7 +83,7 @@ class Connections:
         return once_more_if_dropped(run)
 
     @contextmanager
-    def cursor(self) -> Iterator[Any]:
+    def cursor(self) -> Iterator[Cursor]:
         """A DBAPI cursor on a pooled connection, whose statements commit when they
         end: autocommit on PostgreSQL, a commit when the block ends on SQLite. A
         connection that broke is not pooled again."""
@@ -97,7 +98,7 @@ class Connections:
                 pooled.close()
 
     @contextmanager
-    def cursor_on(self, pooled: PoolProxiedConnection, prepare: Prepare | None = None) -> Iterator[Any]:
+    def cursor_on(self, pooled: PoolProxiedConnection) -> Iterator[Cursor]:
         """A cursor as `cursor`'s on `pooled`, which is invalidated if it broke.
 
         A transaction the caller left open (an exception, an early return) is rolled
@@ -110,9 +111,7 @@ class Connections:
                 connection.autocommit = True
             cursor = connection.cursor()
             try:
-                if prepare is not None:
-                    prepare(cursor, pooled.info)
-                yield cursor
+                yield Cursor(cursor, pooled.info, self.prepared)
                 if not self.autocommit:
                     connection.commit()
             finally:
@@ -157,12 +156,10 @@ class Connections:
         repair (the claim's; see Repository.claim).
         """
         compiled = statement.on(self.dialect)
-        sql = compiled.sql
-        if not durable and self.autocommit:
-            # Two statements in one simple query: one implicit transaction, one round trip.
-            sql = "SET LOCAL synchronous_commit = off; " + sql
+        # Two statements in one simple query: one implicit transaction, one round trip.
+        prefix = "SET LOCAL synchronous_commit = off; " if not durable and self.autocommit else ""
         with self.cursor() as cursor:
-            cursor.execute(sql, compiled.parameters(values))
+            cursor.execute(compiled.sql, compiled.parameters(values), prefix=prefix)
             raw = cursor.fetchone()
         return compiled.row(raw) if raw is not None else None
 
@@ -177,6 +174,27 @@ class Connections:
                 return cursor.fetchall()
 
         return [compiled.row(raw) for raw in once_more_if_dropped(run)]
+
+
+class Cursor:
+    """A DBAPI cursor whose statements run prepared on its connection where they can
+    (`prepared`: PostgreSQL's, store/prepared.py; None on SQLite: as given)."""
+
+    def __init__(self, raw: Any, info: dict[str, Any], prepared: Prepared | None) -> None:
+        self.raw, self.info, self.prepared = raw, info, prepared
+
+    def execute(self, sql: str, params: Any = None, *, prefix: str = "") -> None:
+        """Run `sql` with `params`, after `prefix` (statements of the same query)."""
+        if self.prepared is None or not isinstance(params, dict):
+            self.raw.execute(prefix + sql, params)
+        else:
+            self.prepared.execute(self.raw, self.info, sql, params, prefix=prefix)
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self.raw.fetchall()
 
 
 class HeldConnection:

@@ -55,7 +55,8 @@ EVENTS: dict[AgentStatus, str] = {
 OWED_CTE = """
 owed AS (
     INSERT INTO webhook_deliveries (id, agent_id, event, url, attempts, next_at, created_at)
-    SELECT %(delivery_id)s, id, %(event)s, webhook_url, 0, %(set_updated_at)s, %(set_updated_at)s
+    SELECT %(delivery_id)s::uuid, id, %(event)s::text, webhook_url, 0,
+           %(set_updated_at)s::timestamptz, %(set_updated_at)s::timestamptz
     FROM owned WHERE webhook_url IS NOT NULL
 ),"""
 

@@ -1,7 +1,7 @@
 """The store on PostgreSQL: the Repository, with the statements a measured gain needs
 written for PostgreSQL alone.
 
-Only these: an iteration's steps written under their guard in one prepared statement,
+Only these: an iteration's steps written under their guard in one statement,
 the steps of a worker's agents that arrive while another write is out in one
 statement and commit (store/group_commit.py), a status change with its steps and
 the webhook owed in one statement, and a create in one round trip. Everything else
@@ -10,9 +10,7 @@ is the Repository's, on PostgreSQL as on SQLite (store/repository.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,17 +20,14 @@ from typing import Any
 from sqlalchemy import JSON, Engine, bindparam, select
 from sqlalchemy.exc import DBAPIError
 
-from jarvis_agents.errors import first_line
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 from jarvis_agents.store.compiled import Prebuilt
-from jarvis_agents.store.connections import HeldConnection
+from jarvis_agents.store.connections import Cursor, HeldConnection
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import AgentRow
 from jarvis_agents.store.outbox import OWED_CTE
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.rows import AGENT_READ, agent_values
-
-log = logging.getLogger(__name__)
 
 agents = AgentRow.__table__
 # Columns whose values go to psycopg2 as JSON text (it cannot adapt a dict).
@@ -49,7 +44,7 @@ written AS (
         (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt,
          call_id, input_tokens, output_tokens)
     SELECT owned.id, s.seq, s.step, s.type, s.tool, s.content, s.created_at,
-           s.duration_ms, %(attempt)s, s.call_id, s.input_tokens, s.output_tokens
+           s.duration_ms, %(attempt)s::int, s.call_id, s.input_tokens, s.output_tokens
     FROM owned, unnest(%(seq)s::int[], %(step)s::int[], %(type)s::text[], %(tool)s::text[],
                        %(content)s::text[], %(created_at)s::timestamptz[],
                        %(duration_ms)s::int[], %(call_id)s::text[],
@@ -80,36 +75,6 @@ _APPEND_STEPS = _GUARDED_STEPS.format(owed="", guard=(
     " WHERE id = %(id)s AND (status, attempt) IS NOT DISTINCT FROM ('RUNNING', %(attempt)s)"
     " FOR SHARE"
 ))
-
-# The step write is what every iteration runs, so each connection prepares it once:
-# PostgreSQL then skips parsing, rewriting and planning it on every call (0.08-0.16
-# ms of a 0.45-0.6 ms write, measured in turn on one machine). The arguments carry
-# their casts: psycopg2 sends a list of only None as an untyped '{NULL}'. The name
-# carries a hash of the text, so that a backend still holding another version's
-# statement (a pooler's, kept across clients) is never asked to run it. A server that
-# answers that it has no such statement (a pooler in transaction mode hands each
-# statement to any of its backends) gets the plain text from then on; see
-# `_executed_prepared`.
-_APPEND_PARAMS = {
-    "id": "uuid", "attempt": "int", "seq": "int[]", "step": "int[]", "type": "text[]",
-    "tool": "text[]", "content": "text[]", "created_at": "timestamptz[]", "duration_ms": "int[]",
-    "call_id": "text[]", "input_tokens": "int[]", "output_tokens": "int[]",
-}
-
-
-def _positional(sql: str) -> str:
-    for number, name in enumerate(_APPEND_PARAMS, 1):
-        sql = sql.replace(f"%({name})s", f"${number}")
-    return sql
-
-
-_APPEND_BODY = f"({', '.join(_APPEND_PARAMS.values())}) AS {_positional(_APPEND_STEPS)}"
-_APPEND_NAME = "jarvis_append_steps_" + hashlib.sha256(_APPEND_BODY.encode()).hexdigest()[:12]
-_PREPARE = f"PREPARE {_APPEND_NAME} {_APPEND_BODY}"
-_EXECUTE_APPEND = f"EXECUTE {_APPEND_NAME} (" + ", ".join(
-    f"%({name})s::{kind}" for name, kind in _APPEND_PARAMS.items()
-) + ")"
-_NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name
 
 # Several agents' steps in one statement (store/group_commit.py): the same guard for
 # each (agent, attempt), run for each as a lookup by its key, then the rows of those
@@ -144,7 +109,6 @@ written AS (
 )
 SELECT id, attempt FROM owned
 """
-_DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement
 
 # create_agent in one round trip: the function of migration 0002 locks the user's row,
 # then checks the idempotency key and the active limit and inserts, each step a
@@ -168,7 +132,6 @@ class PostgresRepository(Repository):
         if engine.dialect.driver != "psycopg2":
             raise ValueError(f"PostgreSQL needs the psycopg2 driver, not {engine.dialect.driver}")
         super().__init__(engine)
-        self.prepared_statements = True  # until the server shows it cannot keep them
         self._writer = HeldConnection(engine)
         # Step writes made while another is out share the next statement and commit.
         self._step_writes: GroupCommit[StepWrite, bool] = GroupCommit(
@@ -225,11 +188,8 @@ class PostgresRepository(Repository):
 
     def append_steps_of_one(self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step]) -> bool:
         """Write the steps if the agent is RUNNING under `attempt`; False when refused."""
-        params = _step_params({"id": agent_id, "attempt": attempt}, steps)
-        prepared = self.prepared_statements
-        with self._writer_cursor(prepare=prepared) as cursor:
-            if not (prepared and self._executed_prepared(cursor, params)):
-                cursor.execute(_APPEND_STEPS, params)
+        with self._writer_cursor() as cursor:
+            cursor.execute(_APPEND_STEPS, _step_params({"id": agent_id, "attempt": attempt}, steps))
             (owned,) = cursor.fetchone()
         return bool(owned == 1)
 
@@ -268,39 +228,10 @@ class PostgresRepository(Repository):
             return exc
 
     @contextmanager
-    def _writer_cursor(self, *, prepare: bool = False) -> Iterator[Any]:
-        """A cursor in autocommit on the step writer's own connection (HeldConnection),
-        with the step write prepared on it if `prepare`."""
-        with (self._writer.borrow() as pooled,
-              self.connections.cursor_on(pooled, self._prepare if prepare else None) as cursor):
+    def _writer_cursor(self) -> Iterator[Cursor]:
+        """A cursor in autocommit on the step writer's own connection (HeldConnection)."""
+        with self._writer.borrow() as pooled, self.connections.cursor_on(pooled) as cursor:
             yield cursor
-
-    def _prepare(self, cursor: Any, info: dict[str, Any]) -> None:
-        """Prepare the step write on this connection once (`info` lives as long as it)."""
-        prepared = info.setdefault("jarvis_prepared", set())
-        if _APPEND_NAME in prepared:
-            return
-        try:
-            cursor.execute(_PREPARE)
-        except self.connections.error as exc:  # a pooler's backend where another did it
-            if getattr(exc, "pgcode", None) != _DUPLICATE_STATEMENT:
-                raise
-        prepared.add(_APPEND_NAME)
-
-    def _executed_prepared(self, cursor: Any, params: dict[str, Any]) -> bool:
-        """Run the prepared step write; False if the server has no such statement."""
-        try:
-            cursor.execute(_EXECUTE_APPEND, params)
-        except self.connections.error as exc:
-            if getattr(exc, "pgcode", None) != _NO_SUCH_STATEMENT:
-                raise
-            # Nothing ran (autocommit): the statement went to a backend that never
-            # prepared it. Prepared statements cannot work here; stop using them.
-            log.warning("the database lost a prepared statement (%s); a connection "
-                        "pooler in transaction mode? Sending plain SQL from now on", first_line(exc))
-            self.prepared_statements = False
-            return False
-        return True
 
 
 def _step_params(params: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any]:

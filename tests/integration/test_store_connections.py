@@ -13,9 +13,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from jarvis_agents.errors import StaleAttempt
-from jarvis_agents.lifecycle import Step, StepType, utcnow
+from jarvis_agents.lifecycle import AgentStatus, Step, StepType, StopReason, utcnow
 from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
+from jarvis_agents.store.postgres import _APPEND_STEPS
+from jarvis_agents.store.prepared import form_of
 from jarvis_agents.store.repository import Repository
 from tests.support.store import new_agent, running
 
@@ -113,8 +115,8 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
         repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
         repository.append_steps(agent.id, 1, [Step(2, 0, StepType.ACT, "1 + 1", tool="calculate")],
                                 step_count=1)
-        (name,) = prepared_here()  # named after its text: another version's is another
-        assert name.startswith("jarvis_append_steps_")
+        # Named after its text: another version's is another.
+        assert prepared_here() == [form_of(_APPEND_STEPS).name]
         on_the_writers_connection("DEALLOCATE ALL")
         repository.append_steps(agent.id, 1, [Step(3, 0, StepType.OBSERVE, "2", tool="calculate",
                                                    duration_ms=0)], step_count=1)
@@ -124,6 +126,48 @@ def test_the_step_write_is_prepared_and_survives_a_server_that_drops_it(
         assert [s.content for s in repository.steps_after(agent.id)] == ["a", "1 + 1", "2", "b"]
         with pytest.raises(StaleAttempt):  # the plain statement still guards
             repository.append_steps(agent.id, 2, [Step(5, 1, StepType.ACT, "x")], step_count=2)
+    finally:
+        repository.engine.dispose()
+
+
+def test_the_hot_statements_run_prepared_and_one_that_cannot_be_runs_as_text(
+    pg_url: str,
+) -> None:
+    """Reading an agent and its steps, the claim and an ending with its steps are each
+    prepared once on the connection that runs them and executed from then on; a
+    statement whose parameter the server cannot type runs as plain text and works."""
+    repository = repository_for(make_engine(pg_url, pool_size=1))  # one pooled connection
+
+    def prepared_here() -> set[str]:
+        with repository.connections.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            return {statement for (statement,) in cursor.fetchall()}
+
+    try:
+        user, _ = repository.users.create("prepared")
+        agent, _ = repository.create_agent(new_agent(user.id))
+        claimed = repository.claim(agent.id, task_id="t")
+        assert claimed is not None and claimed.attempt == 1
+        now = utcnow()
+        assert repository.transition(
+            agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=1,
+            steps=[Step(1, 0, StepType.FINAL, "42", created_at=now)], final_answer="42",
+            stop_reason=StopReason.FINAL_ANSWER, step_count=1, now=now)
+        for _ in range(2):  # the second time, from the statement prepared the first
+            ended = repository.get(agent.id)
+            assert ended is not None and ended.status is AgentStatus.COMPLETED
+            assert [step.content for step in repository.steps_after(agent.id)] == ["42"]
+        statements = prepared_here()
+        for shown in ("UPDATE agents SET status=", "WITH owned AS (UPDATE agents",
+                      "SELECT agents.id, agents.user_id", "SELECT agent_steps.seq"):
+            assert any(shown in statement for statement in statements), (shown, statements)
+
+        with repository.connections.cursor() as cursor:
+            # Nothing says what type $1 is: PREPARE fails, the text works.
+            cursor.execute("SELECT 1 AS nothing WHERE %(value)s IS NULL", {"value": None})
+            assert cursor.fetchone() == (1,)
+        assert not any("AS nothing" in statement for statement in prepared_here())
+        assert repository.connections.prepared.enabled  # that was no pooler's doing
     finally:
         repository.engine.dispose()
 
@@ -271,12 +315,7 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
     With `status = 'RUNNING'` in its guard the planner priced ix_agents_status_heartbeat
     like the primary key and took it: every write scanned every RUNNING entry.
     """
-    from jarvis_agents.store.postgres import (
-        _APPEND_NAME,
-        _APPEND_STEPS,
-        _APPEND_STEPS_OF_MANY,
-        _PREPARE,
-    )
+    from jarvis_agents.store.postgres import _APPEND_STEPS_OF_MANY
     from jarvis_agents.store.repository import _claim
     from tests.conftest import new_pg_database
 
@@ -316,16 +355,24 @@ def test_guarded_writes_find_the_agent_by_its_key_without_statistics() -> None:
                     plan = "\n".join(row[0] for row in cursor.fetchall())
                     assert "Index Scan using pk_agents" in plan, plan
                     assert "ix_agents_status_heartbeat" not in plan, plan
-                # The prepared step write, on the plan PostgreSQL may cache for every call.
-                cursor.execute(_PREPARE)
+                # Prepared (store/prepared.py), on the plan PostgreSQL may cache for every call.
                 cursor.execute("SET plan_cache_mode = force_generic_plan")
-                cursor.execute(
-                    f"EXPLAIN EXECUTE {_APPEND_NAME} (%s, 1, '{{1}}', '{{1}}', '{{THINK}}', "
-                    "'{NULL}', '{x}', ARRAY[now()], '{NULL}', '{NULL}', '{NULL}', '{NULL}')",
-                    (agent.id,))
-                plan = "\n".join(row[0] for row in cursor.fetchall())
-                assert "Index Scan using pk_agents" in plan, plan
-                assert "ix_agents_status_heartbeat" not in plan, plan
+                for sql, params in (
+                    (_APPEND_STEPS, {
+                        "id": agent.id, "attempt": 1, "seq": [1], "step": [1], "type": ["THINK"],
+                        "tool": [None], "content": ["x"], "created_at": [now],
+                        "duration_ms": [None], "call_id": [None], "input_tokens": [None],
+                        "output_tokens": [None]}),
+                    (claim.sql, claim.parameters({"id": pending.id, "task_id": None, "now": now,
+                                                  "settled_model_0": "test-model",
+                                                  "settled_mode_0": "react"})),
+                ):
+                    prepared = form_of(sql)
+                    cursor.execute(prepared.prepare)
+                    cursor.execute("EXPLAIN " + prepared.execute, params)
+                    plan = "\n".join(row[0] for row in cursor.fetchall())
+                    assert "Index Scan using pk_agents" in plan, plan
+                    assert "ix_agents_status_heartbeat" not in plan, plan
             finally:
                 raw.rollback()
                 raw.close()
