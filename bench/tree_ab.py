@@ -48,6 +48,7 @@ class Side:
     python: Path
     database_url: str = ""
     proc: subprocess.Popen[str] | None = None
+    profile: Path | None = None  # where its child writes its cProfile stats
     agents: list[dict[str, Any]] = field(default_factory=list)  # what the child measured
 
 
@@ -70,6 +71,9 @@ def checkout(ref: str) -> Side:
     if not (tree / ".venv" / ".ab-installed").exists():
         print(f"installing {ref} ({sha[:12]}) into {tree / '.venv'}", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(tree / ".venv")], check=True)
+        # As the Makefile does: an old pip cannot resolve some trees' requirements.
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+                       check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", str(tree)],
                        check=True)
         (tree / ".venv" / ".ab-installed").touch()
@@ -84,7 +88,7 @@ def ratio_line(label: str, mine: Sequence[float], theirs: Sequence[float]) -> st
             f"{statistics.median(ratios[half:]):.3f} |")
 
 
-def run(ref: str, pairs: int, log_dir: Path) -> str:
+def run(ref: str, pairs: int, log_dir: Path, *, profile: bool = False) -> str:
     from sqlalchemy import create_engine, text
 
     this = Side("this tree", ROOT, Path(sys.executable))
@@ -114,12 +118,16 @@ def run(ref: str, pairs: int, log_dir: Path) -> str:
                                       text=True)
             if migrated.returncode != 0:
                 raise RuntimeError(f"{side.name}: db upgrade failed: {migrated.stderr.strip()}")
+            child_env = dict(os.environ, PYTHONPATH=str(side.root))
+            if profile:
+                side.profile = log_dir / f"{name}.prof"
+                child_env["JARVIS_AB_PROFILE"] = str(side.profile)
             side.proc = subprocess.Popen(
                 [str(side.python), str(CHILD), side.database_url,
                  f"redis://127.0.0.1:{redis_port}/0", f"http://127.0.0.1:{model_port}",
                  str(log_dir / f"data-{name}")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                env=dict(os.environ, PYTHONPATH=str(side.root)), cwd=side.root,
+                env=child_env, cwd=side.root,
             )
             if (side.proc.stdout.readline().strip()) != "READY":
                 raise RuntimeError(f"{side.name}'s worker did not start")
@@ -136,6 +144,10 @@ def run(ref: str, pairs: int, log_dir: Path) -> str:
                 side.agents.append(measured)
             if (pair + 1) % 100 == 0:
                 print(f"  {pair + 1} of {pairs} pairs", flush=True)
+        for side in sides:  # a child writes its profile, if asked for one, and ends
+            side.proc.stdin.write("stop\n")
+            side.proc.stdin.flush()
+            side.proc.wait(timeout=60)
     finally:
         for side in sides:
             if side.proc is not None:
@@ -148,7 +160,45 @@ def run(ref: str, pairs: int, log_dir: Path) -> str:
                 if side.database_url:
                     name = side.database_url.rsplit("/", 1)[1]
                     conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    return report(this, other, pairs)
+    measured = report(this, other, pairs)
+    if profile:
+        measured += "\n\n" + compare_profiles(this, other, pairs)
+    return measured
+
+
+def _functions(side: Side, pairs: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """A side's profile by function (its path from the tree or site-packages, and name):
+    calls and own time in µs, per agent."""
+    import pstats
+
+    found: dict[tuple[str, str], tuple[float, float]] = {}
+    for (path, _line, name), (_prim, calls, own, _cum, _callers) in pstats.Stats(
+            str(side.profile)).stats.items():
+        where = path.split("site-packages/")[-1].removeprefix(str(side.root) + "/")
+        before = found.get((where, name), (0.0, 0.0))
+        found[(where, name)] = (before[0] + calls / pairs, before[1] + own * 1e6 / pairs)
+    return found
+
+
+def compare_profiles(this: Side, other: Side, pairs: int, top: int = 40) -> str:
+    """Function by function, under cProfile: where this tree's agent spends calls and
+    own time that the other's does not."""
+    mine, theirs = _functions(this, pairs), _functions(other, pairs)
+    total = [sum(v[i] for v in side.values()) for side in (mine, theirs) for i in (0, 1)]
+    lines = [
+        (f"Under cProfile, per agent: {total[0]:,.0f} calls and {total[1]:,.0f} µs own time "
+        f"in this tree, {total[2]:,.0f} and {total[3]:,.0f} in the other. The {top} functions "
+        "whose own time grew most:"),
+        "",
+        "| function | calls, this / other | own µs, this / other |",
+        "|---|---|---|",
+    ]
+    grown = sorted(set(mine) | set(theirs), key=lambda key: -(
+        mine.get(key, (0, 0))[1] - theirs.get(key, (0, 0))[1]))
+    for key in grown[:top]:
+        a, b = mine.get(key, (0.0, 0.0)), theirs.get(key, (0.0, 0.0))
+        lines.append(f"| {key[0]}:{key[1]} | {a[0]:.1f} / {b[0]:.1f} | {a[1]:.0f} / {b[1]:.0f} |")
+    return "\n".join(lines)
 
 
 def report(this: Side, other: Side, pairs: int) -> str:
@@ -193,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("ref", help="the git commit (branch, tag) to measure this tree against; "
                                     "'.' for this tree again")
     parser.add_argument("--pairs", type=int, default=300, help="agents per side (default 300)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also run the agents under cProfile and compare the two, "
+                             "function by function (slows both sides alike)")
     args = parser.parse_args(argv)
     if shutil.which("redis-server") is None:
         print("redis-server is not installed", file=sys.stderr)
@@ -200,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_dir = ROOT / "bench" / "runs" / f"tree-ab-{secrets.token_hex(3)}"
     log_dir.mkdir(parents=True)
     try:
-        print(run(args.ref, args.pairs, log_dir))
+        print(run(args.ref, args.pairs, log_dir, profile=args.profile))
     except (RuntimeError, StartupError, subprocess.CalledProcessError) as exc:
         print(f"bench.tree_ab: {exc}", file=sys.stderr)
         return 1

@@ -11,10 +11,14 @@ gaps (from the end of one model call to the start of the next, iterations 1-3: t
 reply read into rows, the tool, the step write, the publish, the next prompt) as
 wall and thread CPU; and the wall, CPU and count of the executor's calls of its model,
 store and event bus. Times in microseconds.
+
+With JARVIS_AB_PROFILE set to a path, the measured runs also run under cProfile (the
+agent's own thread), whose stats are written there when the parent says `stop`.
 """
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
 import resource
@@ -105,6 +109,8 @@ def main() -> None:
         runner.run(new_agent(), task_id="warm")
     time.sleep(1.0)  # the listener connected
     agent_id = new_agent()
+    profile_path = os.environ.get("JARVIS_AB_PROFILE")
+    profile = cProfile.Profile() if profile_path else None
     print("READY", flush=True)
     for line in sys.stdin:
         if line.strip() != "run":
@@ -112,7 +118,10 @@ def main() -> None:
         clock.reset()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         began, cpu = time.perf_counter(), usage.ru_utime + usage.ru_stime
-        runner.run(agent_id, task_id="ab")
+        if profile is not None:
+            profile.runcall(runner.run, agent_id, task_id="ab")
+        else:
+            runner.run(agent_id, task_id="ab")
         usage = resource.getrusage(resource.RUSAGE_SELF)
         wall, cpu = time.perf_counter() - began, usage.ru_utime + usage.ru_stime - cpu
         status = repository.get(agent_id).status.value
@@ -122,6 +131,8 @@ def main() -> None:
             "spent": {k: [w * 1e6, c * 1e6, n] for k, (w, c, n) in clock.spent.items()},
         }), flush=True)
         agent_id = new_agent()
+    if profile is not None:
+        profile.dump_stats(profile_path)
     os._exit(0)  # the worker's threads are daemons with nothing to flush
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -256,12 +257,13 @@ def test_bench_model_server_scripts_the_worker_client_and_clocks_each_call(
 
 @pytest.mark.timeout(180)
 def test_tree_ab_runs_agents_in_turns_and_reports_every_ratio(pg_server_url: str) -> None:
-    """`python -m bench.tree_ab .`: this tree against itself, two workers taking turns."""
+    """`python -m bench.tree_ab . --profile`: this tree against itself, two workers
+    taking turns, and their profiles compared function by function."""
     if shutil.which("redis-server") is None:
         missing("redis-server", "bench.tree_ab starts a redis-server of its own")
     env = cli_env(JARVIS_BENCH_PG=PG_ADMIN_URL, PATH=os.environ.get("PATH", ""))
     done = subprocess.run(
-        [sys.executable, "-m", "bench.tree_ab", ".", "--pairs", "6"],
+        [sys.executable, "-m", "bench.tree_ab", ".", "--pairs", "6", "--profile"],
         check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -273,3 +275,9 @@ def test_tree_ab_runs_agents_in_turns_and_reports_every_ratio(pg_server_url: str
     for row in rows:  # the ratios are numbers a reader can use
         ratio = float(row.split("**")[1])
         assert math.isfinite(ratio) and ratio > 0, row
+    # Both sides ran the same code under cProfile: per agent, about as many calls each.
+    found = re.search(r"Under cProfile, per agent: ([\d,]+) calls .* in this tree, ([\d,]+) and",
+                      done.stdout)
+    assert found is not None, done.stdout[-3000:]
+    mine, theirs = (int(count.replace(",", "")) for count in found.groups())
+    assert mine > 1000 and 0.9 < mine / theirs < 1.1, found.group(0)
