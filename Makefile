@@ -25,8 +25,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 up: $(VENV)/.runtime
 	$(BIN)/jarvis-agents up
 
+# Two sessions at once (pytest-xdist), each test file in one of them: the tests mostly
+# wait on servers and processes, so two share the machine's cores well. PYTEST_ARGS=-n0
+# runs them in one session.
+PYTEST_ARGS ?= -n 2 --dist loadfile
+
 test: $(VENV)/.installed
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench

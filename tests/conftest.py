@@ -124,17 +124,30 @@ def repository(database_url: str) -> Iterator[Any]:
 
 # --- Redis ---------------------------------------------------------------------------
 
-# Database 15 belongs to the session's shared API and live stack, whose worker lives for
-# the whole session: were it in the cycle, a test reusing it would share a queue with
-# that worker, which would take the test's tasks.
-SHARED_REDIS_DB = 15
-_redis_dbs = itertools.cycle(range(1, SHARED_REDIS_DB))
+def _redis_block() -> range:
+    """The databases of the shared Redis this session may use: 1-15, or under
+    pytest-xdist (`make test` runs 2 sessions at once) its share of them, one block
+    per xdist worker, so that no two sessions ever flush or share a database."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = 15 // workers
+    if size < 3:
+        raise RuntimeError(f"{workers} xdist workers are too many for Redis's 16 databases")
+    return range(1 + index * size, 1 + (index + 1) * size)
+
+
+# The block's last database belongs to the session's shared API and live stack, whose
+# worker lives for the whole session: were it in the cycle, a test reusing it would
+# share a queue with that worker, which would take the test's tasks.
+REDIS_BLOCK = _redis_block()
+SHARED_REDIS_DB = REDIS_BLOCK[-1]
+_redis_dbs = itertools.cycle(REDIS_BLOCK[:-1])
 _held_redis_dbs: set[int] = set()
 
 
 @pytest.fixture(scope="session")
 def redis_dbs_lock() -> Iterator[None]:
-    """Databases 1-15 of the shared Redis belong to one test session at a time.
+    """The session's block of the shared Redis's databases belongs to it alone.
 
     Two sessions cycling through the same databases would flush each other's
     queues and steal each other's tasks; a second session waits here instead.
@@ -143,7 +156,8 @@ def redis_dbs_lock() -> Iterator[None]:
     import tempfile
 
     host_port = REDIS_BASE.rsplit("/", 1)[-1].replace(":", "-")
-    path = Path(tempfile.gettempdir()) / f"jarvis-agents-tests-redis-{host_port}.lock"
+    block = f"{REDIS_BLOCK[0]}-{REDIS_BLOCK[-1]}"
+    path = Path(tempfile.gettempdir()) / f"jarvis-agents-tests-redis-{host_port}-{block}.lock"
     with path.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,7 +169,7 @@ def redis_dbs_lock() -> Iterator[None]:
 
 def _next_redis_db() -> int:
     """The cycle's next database that no module's stack holds (`held_redis_db`)."""
-    for _ in range(SHARED_REDIS_DB):
+    for _ in range(len(REDIS_BLOCK)):
         db = next(_redis_dbs)
         if db not in _held_redis_dbs:
             return db

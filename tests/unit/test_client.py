@@ -4,7 +4,6 @@ by httpx-sse) and the reconnect after a dropped one (with Last-Event-ID, nothing
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from jarvis_agents.cli.client import BAD_KEY, ApiError, ApiUnreachable, JarvisCl
 from jarvis_agents.errors import ConfigError, JarvisError, RequestError
 
 URL = "http://jarvis.test"
-AGENT_ID = str(uuid.uuid4())
+AGENT_ID = "5f0c1f7e-6a52-4c0e-9d1b-2f5a8e7c3b41"  # fixed: it names a parametrized test
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
