@@ -39,6 +39,15 @@ MAX_STREAMS_PER_USER = "1000000"
 WEBHOOK_ENV = {"JARVIS_WEBHOOK_SECRET": "bench-secret", "JARVIS_WEBHOOK_ALLOW_PRIVATE": "1"}
 
 
+@dataclass(frozen=True)
+class Tree:
+    """Where the system under test comes from: a checkout, and the Python (with its
+    virtualenv) that runs it. The default is this tree."""
+
+    root: Path = ROOT
+    python: str = sys.executable
+
+
 @dataclass
 class ModelServer:
     process: Process
@@ -53,8 +62,9 @@ class ModelServer:
 class Stack:
     """Database, Redis, migrations and the API; workers and models on demand."""
 
-    def __init__(self, *, log_dir: Path, redis_url: str | None = None) -> None:
+    def __init__(self, *, log_dir: Path, redis_url: str | None = None, tree: Tree = Tree()) -> None:
         self.log_dir = log_dir
+        self.tree = tree
         self.db_name = f"jarvis_bench_{secrets.token_hex(4)}"
         self.database_url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{self.db_name}"
         self._external_redis = redis_url
@@ -159,10 +169,10 @@ class Stack:
 
     def _migrate(self) -> None:
         result = subprocess.run(
-            [sys.executable, "-m", "jarvis_agents.cli", "db", "upgrade"],
+            [self.tree.python, "-m", "jarvis_agents.cli", "db", "upgrade"],
             env=self.env(),
             check=False,
-            cwd=ROOT,
+            cwd=self.tree.root,
             capture_output=True,
             text=True,
             timeout=120,
@@ -174,7 +184,7 @@ class Stack:
         port = free_port()
         process = self._start(
             "api",
-            [sys.executable, "-m", "jarvis_agents.cli", "api", "--port", str(port)],
+            [self.tree.python, "-m", "jarvis_agents.cli", "api", "--port", str(port)],
             env=self.env(),
         )
         process.wait_for("API listening on", timeout_s=60)
@@ -187,8 +197,11 @@ class Stack:
             self.stop(self.api)
         self.api = self._start_api()
 
-    def _start(self, name: str, args: list[str], *, env: dict[str, str]) -> Process:
-        process = Process(name, args, env=env, log_dir=self.log_dir)
+    def _start(self, name: str, args: list[str], *, env: dict[str, str],
+               cwd: Path | None = None) -> Process:
+        """A process of the system under test (run from its tree), or with `cwd` ROOT one
+        of the harness's own (a model server, a receiver, a floor: always this tree's)."""
+        process = Process(name, args, env=env, log_dir=self.log_dir, cwd=cwd or self.tree.root)
         self._processes.append(process)
         return process
 
@@ -235,7 +248,7 @@ class Stack:
                 "--tool-calls",
                 str(tool_calls),
             ],
-            env=self.env(),
+            env=self.env(), cwd=ROOT,
         )
         process.wait_for("bench model listening", timeout_s=30)
         return ModelServer(process, f"http://127.0.0.1:{port}", latency_s, tool_calls)
@@ -246,7 +259,7 @@ class Stack:
         process = self._start(
             f"webhook-receiver-{port}",
             [sys.executable, "-m", "bench.webhook_receiver", "--port", str(port)],
-            env=self.env(),
+            env=self.env(), cwd=ROOT,
         )
         process.wait_for("bench webhook receiver listening", timeout_s=30)
         return process, f"http://127.0.0.1:{port}"
@@ -269,7 +282,7 @@ class Stack:
                 sys.executable, "-m", "gunicorn", *worker, "--workers", "1",
                 "--bind", f"127.0.0.1:{port}", "bench.create_floor:app",
             ],
-            env=self.env(BENCH_CREATE_FLOOR="1"),
+            env=self.env(BENCH_CREATE_FLOOR="1"), cwd=ROOT,
         )
         process.wait_for("Booting worker", timeout_s=60)
         return process, f"http://127.0.0.1:{port}"
@@ -284,7 +297,7 @@ class Stack:
         extra_args: Sequence[str] = (), extra_env: Mapping[str, str] | None = None,
     ) -> list[Process]:
         """`jarvis-agents worker` processes, started together, returned once all are ready."""
-        args = [sys.executable, "-m", "jarvis_agents.cli", "worker", *extra_args]
+        args = [self.tree.python, "-m", "jarvis_agents.cli", "worker", *extra_args]
         if concurrency is not None:
             args += ["--concurrency", str(concurrency)]
         env = self.env(OLLAMA_HOST=model.url, **(extra_env or {}))

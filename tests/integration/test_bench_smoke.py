@@ -281,3 +281,23 @@ def test_tree_ab_runs_agents_in_turns_and_reports_every_ratio(pg_server_url: str
     assert found is not None, done.stdout[-3000:]
     mine, theirs = (int(count.replace(",", "")) for count in found.groups())
     assert mine > 1000 and 0.9 < mine / theirs < 1.1, found.group(0)
+
+
+def test_stack_ab_runs_two_whole_systems_in_turns_and_reports_every_ratio() -> None:
+    """`python -m bench.stack_ab .`: this tree's API and worker against themselves, agents
+    streamed one at a time by each in turn, clocked as `make bench` clocks them."""
+    if shutil.which("redis-server") is None:
+        missing("redis-server", "bench.stack_ab starts a redis-server per side")
+    env = cli_env(JARVIS_BENCH_PG=PG_ADMIN_URL, PATH=os.environ.get("PATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.stack_ab", ".", "--pairs", "2", "--agents", "2"],
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "**" in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| per-step overhead p50", "| per-step overhead p99", "| create → first event p50",
+    ]
+    for row in rows:  # both sides measured something, and the ratio is a number
+        mine, theirs, ratio = (float(cell.strip("* ")) for cell in row.split(" | ")[1:4])
+        assert mine > 0 and theirs > 0 and math.isfinite(ratio) and ratio > 0, row
