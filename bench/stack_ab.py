@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import statistics
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from bench.processes import ROOT, StartupError
 from bench.stack import ModelServer, Stack, Tree
 from bench.stats import percentile
 from bench.step_overheads import step_overheads
-from bench.tree_ab import Side, checkout
+from bench.tree_ab import Side, checkout, main_of, ratio_line
 
 TOOL_CALLS = 3  # as the bench's one-at-a-time phase: 3 `calculate` calls, then the answer
 WARM_UP = 5  # agents per side before the first measured turn
@@ -115,14 +114,8 @@ def report(systems: Sequence[System], pairs: int, agents: int) -> str:
     for key, label in (("overhead_p50_ms", "per-step overhead p50"),
                        ("overhead_p99_ms", "per-step overhead p99"),
                        ("first_event_p50_ms", "create → first event p50")):
-        mine = [turn[key] for turn in this.turns]
-        theirs = [turn[key] for turn in other.turns]
-        ratios = [a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
-        half = len(ratios) // 2 or 1
-        lines.append(
-            f"| {label} | {statistics.median(mine):.2f} | {statistics.median(theirs):.2f} | "
-            f"**{statistics.median(ratios):.3f}** | {statistics.median(ratios[:half]):.3f} / "
-            f"{statistics.median(ratios[half:] or ratios):.3f} |")
+        lines.append(ratio_line(label, [turn[key] for turn in this.turns],
+                                [turn[key] for turn in other.turns], shown=".2f"))
     return "\n".join(lines)
 
 
@@ -135,14 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=40,
                         help="agents per turn, one at a time (default 40)")
     args = parser.parse_args(argv)
-    log_dir = ROOT / "bench" / "runs" / f"stack-ab-{secrets.token_hex(3)}"
-    log_dir.mkdir(parents=True)
-    try:
-        print(run(args.ref, args.pairs, args.agents, log_dir))
-    except (RuntimeError, StartupError, subprocess.CalledProcessError) as exc:
-        print(f"bench.stack_ab: {exc} (logs in {log_dir})", file=sys.stderr)
-        return 1
-    return 0
+    return main_of("stack-ab", lambda log_dir: run(args.ref, args.pairs, args.agents, log_dir))
 
 
 if __name__ == "__main__":

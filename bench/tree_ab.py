@@ -29,7 +29,7 @@ import shutil
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,12 +80,28 @@ def checkout(ref: str) -> Side:
     return Side(f"{ref} ({sha[:12]})", tree, python)
 
 
-def ratio_line(label: str, mine: Sequence[float], theirs: Sequence[float]) -> str:
+def ratio_line(label: str, mine: Sequence[float], theirs: Sequence[float], *,
+               shown: str = ",.0f") -> str:
+    """A report's row: each side's median (formatted `shown`), and the median of the
+    per-pair ratios, whole and for each half of the pairs."""
     ratios = [a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
-    half = len(ratios) // 2
-    return (f"| {label} | {statistics.median(mine):,.0f} | {statistics.median(theirs):,.0f} | "
+    half = len(ratios) // 2 or 1
+    return (f"| {label} | {statistics.median(mine):{shown}} | {statistics.median(theirs):{shown}} | "
             f"**{statistics.median(ratios):.3f}** | {statistics.median(ratios[:half]):.3f} / "
-            f"{statistics.median(ratios[half:]):.3f} |")
+            f"{statistics.median(ratios[half:] or ratios):.3f} |")
+
+
+def main_of(prog: str, measure: Callable[[Path], str]) -> int:
+    """Run `measure` with a fresh log directory under bench/runs and print its report;
+    a failure is one line on stderr and exit code 1."""
+    log_dir = ROOT / "bench" / "runs" / f"{prog}-{secrets.token_hex(3)}"
+    log_dir.mkdir(parents=True)
+    try:
+        print(measure(log_dir))
+    except (RuntimeError, StartupError, subprocess.CalledProcessError) as exc:
+        print(f"bench.{prog.replace('-', '_')}: {exc} (logs in {log_dir})", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(ref: str, pairs: int, log_dir: Path, *, profile: bool = False) -> str:
@@ -250,14 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shutil.which("redis-server") is None:
         print("redis-server is not installed", file=sys.stderr)
         return 2
-    log_dir = ROOT / "bench" / "runs" / f"tree-ab-{secrets.token_hex(3)}"
-    log_dir.mkdir(parents=True)
-    try:
-        print(run(args.ref, args.pairs, log_dir, profile=args.profile))
-    except (RuntimeError, StartupError, subprocess.CalledProcessError) as exc:
-        print(f"bench.tree_ab: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return main_of("tree-ab", lambda log_dir: run(args.ref, args.pairs, log_dir,
+                                                  profile=args.profile))
 
 
 if __name__ == "__main__":
