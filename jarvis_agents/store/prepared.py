@@ -15,6 +15,9 @@ the type it inferred for `$n`. Where it cannot infer one (a bare `SELECT %(x)s`)
 the PREPARE fails and the statement runs as plain text from then on. A server that
 answers that it has no such statement (a pooler in transaction mode hands each
 statement to any of its backends) gets plain text from then on, for every statement.
+A statement whose result a migration changed under a running process (PostgreSQL
+refuses to run it: "cached plan must not change result type") runs as text once and
+is prepared afresh at its next use.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ MAX_PER_CONNECTION = 200
 
 _NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name
 _DUPLICATE_STATEMENT = "42P05"  # duplicate_prepared_statement
+_RESULT_CHANGED = "0A000"  # "cached plan must not change result type"
 # The PREPARE's own failures that plain text would not have: the server could not
 # type a parameter from where it stands.
 _UNTYPED = frozenset({"42P18", "42P08", "42804"})  # indeterminate, ambiguous, mismatch
@@ -82,16 +86,24 @@ class Prepared:
         if not self.enabled or sql in self._plain or not self._prepared(cursor, info, sql):
             cursor.execute(prefix + sql, params)
             return
+        form = form_of(sql)
         try:
-            cursor.execute(prefix + form_of(sql).execute, params)
+            cursor.execute(prefix + form.execute, params)
         except self.error as exc:
-            if getattr(exc, "pgcode", None) != _NO_SUCH_STATEMENT:
+            code = getattr(exc, "pgcode", None)
+            # Either way nothing ran (autocommit, or the implicit transaction of a
+            # simple query), so the plain text may run now.
+            if code == _RESULT_CHANGED:
+                # A migration changed a column this statement returns, under a process
+                # that prepared it before: prepare it afresh at its next use.
+                cursor.execute(f"DEALLOCATE {form.name}")
+                info[_INFO_KEY].discard(form.name)
+            elif code == _NO_SUCH_STATEMENT:  # a backend that never prepared it
+                log.warning("the database lost a prepared statement (%s); a connection pooler "
+                            "in transaction mode? Sending plain SQL from now on", first_line(exc))
+                self.enabled = False
+            else:
                 raise
-            # Nothing ran (autocommit, or the implicit transaction of a simple query):
-            # the statement went to a backend that never prepared it.
-            log.warning("the database lost a prepared statement (%s); a connection "
-                        "pooler in transaction mode? Sending plain SQL from now on", first_line(exc))
-            self.enabled = False
             cursor.execute(prefix + sql, params)
 
     def _prepared(self, cursor: Any, info: dict[str, Any], sql: str) -> bool:

@@ -95,3 +95,30 @@ def test_the_hot_statements_run_prepared_and_one_that_cannot_be_runs_as_text(
         assert repository.connections.prepared.enabled  # that was no pooler's doing
     finally:
         repository.engine.dispose()
+
+
+def test_a_statement_whose_result_a_migration_changed_is_prepared_afresh() -> None:
+    """A migration that changes a column a prepared read returns, run while a process
+    holds the statement, costs that process nothing: the read runs, and is prepared
+    again for the new type."""
+    from sqlalchemy import text
+
+    from tests.conftest import new_pg_database
+
+    with new_pg_database() as url:
+        repository = repository_for(make_engine(url, pool_size=1))
+        try:
+            user, _ = repository.users.create("migrated")
+            agent, _ = repository.create_agent(new_agent(user.id))
+            assert repository.get(agent.id) is not None  # prepared now
+            with repository.engine.begin() as conn:  # another process's migration
+                conn.execute(text("ALTER TABLE agents ALTER COLUMN model TYPE varchar(300)"))
+            for _ in range(2):  # the first read gives the statement up, the second prepares it
+                again = repository.get(agent.id)
+                assert again is not None and again.model == agent.model
+            with repository.connections.cursor() as cursor:
+                cursor.execute("SELECT statement FROM pg_prepared_statements")
+                statements = [statement for (statement,) in cursor.fetchall()]
+            assert any("SELECT agents.id, agents.user_id" in s for s in statements), statements
+        finally:
+            repository.engine.dispose()
