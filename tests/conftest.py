@@ -150,20 +150,23 @@ def redis_dbs_lock() -> Iterator[None]:
     """The session's block of the shared Redis's databases belongs to it alone.
 
     Two sessions cycling through the same databases would flush each other's
-    queues and steal each other's tasks; a second session waits here instead.
+    queues and steal each other's tasks; a second session waits here instead. Each
+    database has a lock of its own, taken in ascending order, so that blocks that
+    overlap (a plain `pytest` beside `make test`'s two sessions) exclude each other.
     """
     import fcntl
     import tempfile
 
     host_port = REDIS_BASE.rsplit("/", 1)[-1].replace(":", "-")
-    block = f"{REDIS_BLOCK[0]}-{REDIS_BLOCK[-1]}"
-    path = Path(tempfile.gettempdir()) / f"jarvis-agents-tests-redis-{host_port}-{block}.lock"
-    with path.open("w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            sys.stderr.write(f"\nwaiting for another test session to release {path} ...\n")
-            fcntl.flock(handle, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as held:
+        for db in REDIS_BLOCK:
+            path = Path(tempfile.gettempdir()) / f"jarvis-agents-tests-redis-{host_port}-{db}.lock"
+            handle = held.enter_context(path.open("w"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                sys.stderr.write(f"\nwaiting for another test session to release {path} ...\n")
+                fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
 

@@ -83,10 +83,10 @@ class Prepared:
                 params: dict[str, Any] | None, *, prefix: str = "") -> None:
         """Run `sql` with `params` on `cursor`, prepared on its connection (whose pool
         `info` it is), after `prefix` (statements of the same simple query) if any."""
-        if not self.enabled or sql in self._plain or not self._prepared(cursor, info, sql):
+        form = self._prepared(cursor, info, sql) if self.enabled and sql not in self._plain else None
+        if form is None:
             cursor.execute(prefix + sql, params)
             return
-        form = form_of(sql)
         try:
             cursor.execute(prefix + form.execute, params)
         except self.error as exc:
@@ -106,14 +106,15 @@ class Prepared:
                 raise
             cursor.execute(prefix + sql, params)
 
-    def _prepared(self, cursor: Any, info: dict[str, Any], sql: str) -> bool:
-        """Whether `sql` is prepared on the cursor's connection, preparing it if need be."""
+    def _prepared(self, cursor: Any, info: dict[str, Any], sql: str) -> Form | None:
+        """`sql`'s form, prepared on the cursor's connection (now if need be); None when
+        it runs as plain text instead."""
         names: set[str] = info.setdefault(_INFO_KEY, set())
         form = form_of(sql)
         if form.name in names:
-            return True
+            return form
         if len(names) >= MAX_PER_CONNECTION:
-            return False
+            return None
         try:
             cursor.execute(form.prepare)
         except self.error as exc:
@@ -121,6 +122,6 @@ class Prepared:
             if code != _DUPLICATE_STATEMENT:  # duplicate: a pooler's backend has it
                 if code in _UNTYPED:
                     self._plain.add(sql)
-                return False  # anything else, plain text raises again, as it would have
+                return None  # anything else, plain text raises again, as it would have
         names.add(form.name)
-        return True
+        return form
