@@ -211,6 +211,21 @@ def held_redis_db() -> Iterator[str]:
         _held_redis_dbs.discard(db)
 
 
+@contextmanager
+def private_redis(directory: Path) -> Iterator[str]:
+    """A redis-server of the caller's own, for a test that reads the server's figures
+    (`INFO commandstats`): on the shared server they count every session's commands,
+    and `make test` runs two sessions at once."""
+    from tests.faults.own_servers import OwnRedis
+
+    server = OwnRedis(directory)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def redis_url(redis_dbs_lock: None) -> Iterator[str]:
     """An emptied Redis database of its own (queues do not leak between tests)."""

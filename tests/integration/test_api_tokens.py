@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tests.conftest import private_redis
 from tests.support.api_server import CALC_SCRIPT, Event, EventStream, wait_until
 
 pytestmark = pytest.mark.integration
@@ -42,6 +43,13 @@ class Published:
         self._thread.join(5)
         self.pubsub.close()
         self.client.close()
+
+
+@pytest.fixture(scope="module")
+def stack_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis server of the stack's own: `script_calls` counts the whole server's."""
+    with private_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,17 @@ import pytest
 from jarvis_agents.errors import Cancelled
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.model_slots import ModelSlots
-from tests.conftest import ROOT
+from tests.conftest import ROOT, private_redis
 from tests.support.api_server import wait_until
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A Redis server of the test's own: `script_calls` counts the whole server's."""
+    with private_redis(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

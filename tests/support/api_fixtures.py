@@ -113,16 +113,24 @@ def stack_model() -> Iterator[FakeOllama]:
 
 
 @pytest.fixture(scope="module")
+def stack_redis_url(redis_dbs_lock: None) -> Iterator[str]:
+    """The Redis of the module's stack: a database of the shared server kept out of the
+    cycle while the module runs (a module may give its stack a server of its own)."""
+    with held_redis_db() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def module_stack(
-    stack_model: FakeOllama, stack_extra_env: dict[str, str], redis_dbs_lock: None,
+    stack_model: FakeOllama, stack_extra_env: dict[str, str], stack_redis_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     """Started once per module: a worker and an API take ~10 s to start and stop, far
     longer than most tests they serve. Its own PostgreSQL database, so no test's
     truncation (`pg_url`) and no other worker's sweeps reach it; tests keep to
     themselves by creating their own users (`stack.api.user()`)."""
-    with new_pg_database() as database_url, held_redis_db() as redis_url:
-        env = {**stack_env(database_url, redis_url, stack_model.url), **stack_extra_env}
+    with new_pg_database() as database_url:
+        env = {**stack_env(database_url, stack_redis_url, stack_model.url), **stack_extra_env}
         logs = tmp_path_factory.mktemp("stack")
         worker = worker_process(env, logs / "worker.log")
         started = [worker]
