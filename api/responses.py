@@ -24,6 +24,16 @@ class WaitingFor(BaseModel):
     since: datetime
 
 
+class WaitingForAgents(BaseModel):
+    """The agents a WAITING caller waits on: its children (README, Agents that call agents)."""
+
+    model_config = ConfigDict(title="WaitingForAgents")
+
+    kind: Literal["agents"]
+    agent_ids: list[UUID] = Field(description="Its children it waits on, until all have ended.")
+    since: datetime
+
+
 class ForkedFrom(BaseModel):
     model_config = ConfigDict(title="ForkedFrom")
 
@@ -65,10 +75,14 @@ class Agent(BaseModel):
     approve_tools: list[str] | None = Field(
         description="The tools whose calls wait for an approval (\"*\": all); null: none "
                     "beyond JARVIS_APPROVE_TOOLS.")
-    waiting_for: WaitingFor | None = Field(description="The call it waits on while WAITING, else null.")
+    waiting_for: WaitingFor | WaitingForAgents | None = Field(
+        description="While WAITING: the call a person must approve, or the agents it waits "
+                    "on; else null.")
     mode: Literal["auto", "native", "react"] = Field(
         description="The mode asked for until the agent starts, then the one in use.")
     usage: Usage = Field(description="Summed over the agent's model calls so far.")
+    usage_total: Usage = Field(description="Its usage plus that of every descendant that has "
+                                           "ended (the agents it called, and theirs).")
     output_schema: dict[str, Any] | None = Field(description="As given at create, or null.")
     output: Any = Field(None, description="The parsed final answer when COMPLETED with an "
                                           "output_schema; else null.")
@@ -79,6 +93,15 @@ class Agent(BaseModel):
     forked_from: ForkedFrom | None
     context: Context | None = Field(description="What its thread gave its model; null when "
                                                 "nothing.")
+    assistant_id: UUID | None = Field(description="The assistant whose configuration it took.")
+    assistant_version: int | None = Field(description="The version of that assistant it ran.")
+    caller_id: UUID | None = Field(description="The agent whose call made it, or null.")
+    root_id: UUID = Field(description="The first caller of its chain (its own id when no agent "
+                                      "called it).")
+    depth: int = Field(ge=0, description="0 for an agent a client made; a child one more than "
+                                         "its caller.")
+    schedule_id: UUID | None = Field(description="The schedule that made it, or null.")
+    scheduled_for: datetime | None = Field(description="The due time it was made for, or null.")
     trace_id: str = Field(
         pattern="^[0-9a-f]{32}$",
         description="The agent's trace (W3C trace id, 32 hex digits): the create's, or the "

@@ -207,6 +207,23 @@ class Agent:
     # The W3C trace context the agent's spans continue (trace_context.py); None only
     # for an agent created before it was kept.
     traceparent: str | None = None
+    # The assistant (and its version) whose configuration it took; `instructions` join
+    # the system prompt, `delegates` become its `ask_<name>` tools (README, Assistants).
+    assistant_id: uuid.UUID | None = None
+    assistant_version: int | None = None
+    instructions: str | None = None
+    delegates: tuple[str, ...] | None = None
+    # Agents that call agents (README, Agents that call agents): the calling agent and
+    # its call, the first caller of the chain, and how deep below it this one is.
+    caller_id: uuid.UUID | None = None
+    caller_call_id: str | None = None
+    root_id: uuid.UUID | None = None
+    depth: int = 0
+    # The usage of its descendants that have ended; usage_total adds its own.
+    descendants_usage: Usage = field(default_factory=Usage)
+    # The schedule that made it, and the due time it was made for (README, Schedules).
+    schedule_id: uuid.UUID | None = None
+    scheduled_for: datetime | None = None
 
     @classmethod
     def new(
@@ -328,51 +345,10 @@ class Agent:
         return self._moved(AgentStatus.CANCELLED, now=now, stop_reason=StopReason.CANCELLED)
 
     def to_json(self) -> dict[str, object]:
-        """The agent JSON of CONTRACT §2."""
-        body: dict[str, object] = {
-            "id": str(self.id),
-            "goal": self.goal,
-            "status": self.status.value,
-            "model": self.model,
-            "max_steps": self.max_steps,
-            "step_count": self.step_count,
-            "tools": list(self.tools) if self.tools is not None else None,
-            "webhook_url": self.webhook_url,
-            "created_at": isoformat(self.created_at),
-            "started_at": isoformat(self.started_at),
-            "completed_at": isoformat(self.completed_at),
-            "updated_at": isoformat(self.updated_at),
-            "duration_ms": self.duration_ms,
-            "stop_reason": self.stop_reason.value if self.stop_reason else None,
-            "approve_tools": list(self.approve_tools) if self.approve_tools is not None else None,
-            "waiting_for": self._waiting_json(),
-            "trace_id": self.trace_id,
-        }
-        # Always present, so every agent has one shape; null outside their state.
-        body["final_answer"] = self.final_answer if self.status is AgentStatus.COMPLETED else None
-        body["error"] = self.error if self.status is AgentStatus.FAILED else None
-        body["mode"] = self.mode.value
-        body["usage"] = self.usage.to_json()
-        body["output_schema"] = self.output_schema
-        body["output"] = self.output if self.status is AgentStatus.COMPLETED else None
-        body["thread_id"] = str(self.thread_id or self.id)
-        body["parent_id"] = str(self.parent_id) if self.parent_id else None
-        body["forked_from"] = (
-            {"agent_id": str(self.forked_from_id), "seq": self.forked_from_seq}
-            if self.forked_from_id else None
-        )
-        body["context"] = (
-            {"turns": self.context.get("turns", 0), "left_out": self.context.get("left_out", 0)}
-            if self.context else None
-        )
-        return body
+        """The agent JSON (docs/api.md, "Agent JSON"): one builder, jarvis_agents/agent_json.py."""
+        from jarvis_agents.agent_json import agent_json  # it reads Agent: imported when used
 
-
-    def _waiting_json(self) -> dict[str, object] | None:
-        if self.status is not AgentStatus.WAITING or self.waiting_for is None:
-            return None
-        # It waits from its move to WAITING, the last change a WAITING agent's row sees.
-        return {**self.waiting_for, "since": isoformat(self.updated_at)}
+        return agent_json(self)
 
 
 def storable(text: str) -> str:

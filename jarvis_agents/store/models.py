@@ -130,6 +130,24 @@ class AgentRow(Base):
     context: Mapped[dict[str, object] | None] = mapped_column(JSON)
     # The W3C trace context of the agent's trace (migration 0007): 55 characters.
     traceparent: Mapped[str | None] = mapped_column(String(55))
+    # Assistants, agents that call agents, schedules (migration 0012; lifecycle.Agent
+    # says what each holds). A caller's call makes at most one child: the unique index
+    # on (caller_id, caller_call_id) below.
+    assistant_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    assistant_version: Mapped[int | None] = mapped_column(Integer)
+    instructions: Mapped[str | None] = mapped_column(Text)
+    delegates: Mapped[list[str] | None] = mapped_column(JSON)
+    caller_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    caller_call_id: Mapped[str | None] = mapped_column(String(100))
+    root_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    depth: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    descendants_input_tokens: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default="0")
+    descendants_output_tokens: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default="0")
+    descendants_model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    schedule_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    scheduled_for: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint(_in("status", STATUSES), name="status_known"),
@@ -172,6 +190,14 @@ class AgentRow(Base):
         # One agent of a thread at a time: two racing creates leave one winner.
         Index("uq_agents_one_active_per_thread", "thread_id", unique=True,
               postgresql_where=text(f"NOT {TERMINAL_SQL}"), sqlite_where=text(f"NOT {TERMINAL_SQL}")),
+        # A call's child is made once, however often a crashed caller's call is resumed.
+        Index("uq_agents_caller_call", "caller_id", "caller_call_id", unique=True,
+              postgresql_where=text("caller_id IS NOT NULL"),
+              sqlite_where=text("caller_id IS NOT NULL")),
+        # A schedule's due time makes at most one agent, however many schedulers race.
+        Index("uq_agents_schedule_due", "schedule_id", "scheduled_for", unique=True,
+              postgresql_where=text("schedule_id IS NOT NULL"),
+              sqlite_where=text("schedule_id IS NOT NULL")),
     )
 
 

@@ -51,6 +51,15 @@ def agent_values(agent: Agent) -> dict[str, Any]:
         "thread_id": agent.thread_id or agent.id, "parent_id": agent.parent_id,
         "forked_from_id": agent.forked_from_id, "forked_from_seq": agent.forked_from_seq,
         "context": agent.context, "traceparent": agent.traceparent,
+        "assistant_id": agent.assistant_id, "assistant_version": agent.assistant_version,
+        "instructions": agent.instructions,
+        "delegates": list(agent.delegates) if agent.delegates is not None else None,
+        "caller_id": agent.caller_id, "caller_call_id": agent.caller_call_id,
+        "root_id": agent.root_id, "depth": agent.depth,
+        "descendants_input_tokens": agent.descendants_usage.input_tokens,
+        "descendants_output_tokens": agent.descendants_usage.output_tokens,
+        "descendants_model_calls": agent.descendants_usage.model_calls,
+        "schedule_id": agent.schedule_id, "scheduled_for": agent.scheduled_for,
     }
 
 
@@ -76,6 +85,15 @@ def agent_from_row(row: Mapping[str, Any]) -> Agent:
         forked_from_id=row.get("forked_from_id"), forked_from_seq=row.get("forked_from_seq"),
         context=row.get("context"),
         traceparent=row["traceparent"],
+        assistant_id=row["assistant_id"], assistant_version=row["assistant_version"],
+        instructions=row["instructions"],
+        delegates=tuple(_json(row["delegates"])) if row["delegates"] is not None else None,
+        caller_id=row["caller_id"], caller_call_id=row["caller_call_id"],
+        root_id=row["root_id"], depth=row["depth"] or 0,
+        descendants_usage=Usage(int(row["descendants_input_tokens"] or 0),
+                                int(row["descendants_output_tokens"] or 0),
+                                int(row["descendants_model_calls"] or 0)),
+        schedule_id=row["schedule_id"], scheduled_for=as_utc(row["scheduled_for"]),
     )
 
 
