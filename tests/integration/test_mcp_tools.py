@@ -4,6 +4,7 @@ current, and what a worker publishes read back as the API reads it."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,19 @@ def test_stdio_and_http_tools_are_listed_and_called(http_server, open_tools) -> 
     assert registry.call_text("web__echo", "over http").content == "over http"  # one string: plain text
     big = registry.call_text("srv__big", "")
     assert big.ok and len(big.content) <= 1000 and "truncated" in big.content
+
+
+def test_a_call_sends_its_idempotency_key_in_meta(http_server, open_tools, tmp_path: Path) -> None:
+    stdio_record, http_record = tmp_path / "stdio.jsonl", tmp_path / "http.jsonl"
+    _, registry = open_tools(stdio("led", "ledger", MCP_RECORD=str(stdio_record)),
+                             McpServerConfig("web", url=http_server("ledger", MCP_RECORD=str(http_record))))
+    assert registry.call("led__record", {"text": "a"}, idempotency_key="agent-1:c1").ok
+    assert registry.call_text("web__record", "b", idempotency_key="agent-1:c2").ok
+    assert registry.call_text("web__record", "c").ok  # a call outside an agent: no key
+    assert [json.loads(line) for line in stdio_record.read_text().splitlines()] == [
+        {"text": "a", "key": "agent-1:c1"}]
+    assert [json.loads(line) for line in http_record.read_text().splitlines()] == [
+        {"text": "b", "key": "agent-1:c2"}, {"text": "c", "key": None}]
 
 
 def test_an_error_result_a_crash_and_a_dead_server_are_observations(open_tools) -> None:

@@ -8,13 +8,17 @@ KIND is one of:
 - `crashy`: echo(text), and explode(), which kills the server in the middle of the call;
 - `slow`: sleep(seconds), which answers after that long; a cancelled call writes
   `cancelled` to the file $MCP_MARKER, so a test can see the request was cancelled;
-- `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed.
+- `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed;
+- `ledger`: record(text), which appends the text and the idempotency key the call's `_meta`
+  carried, as a JSON line, to the file $MCP_RECORD, then answers once the file $MCP_HOLD
+  is gone (at once if unset).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -110,7 +114,32 @@ def changing() -> MCPServer:
     return server
 
 
-KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing}
+IDEMPOTENCY_META_KEY = "jarvis/idempotency_key"
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as file:
+        file.write(line + "\n")
+
+
+def ledger() -> MCPServer:
+    server = MCPServer("ledger")
+
+    @server.tool()
+    async def record(text: str, ctx: Context) -> str:
+        """Write the text down in the ledger."""
+        key = (ctx.request_context.meta or {}).get(IDEMPOTENCY_META_KEY)
+        if record_file := os.environ.get("MCP_RECORD"):
+            await asyncio.to_thread(_append, Path(record_file), json.dumps({"text": text, "key": key}))
+        hold = os.environ.get("MCP_HOLD")
+        while hold and Path(hold).exists():
+            await asyncio.sleep(0.05)
+        return f"recorded: {text}"
+
+    return server
+
+
+KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing, "ledger": ledger}
 
 
 def main() -> None:

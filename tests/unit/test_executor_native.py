@@ -44,9 +44,11 @@ class SlowWeather:
         self.input_schema = {"type": "object", "properties": {"city": {"type": "string"}},
                              "required": ["city"]}
         self.calls: list[str] = []
+        self.keys: list[str | None] = []
 
     def run(self, arguments: dict[str, str], *, context: ToolContext) -> str:
         self.calls.append(arguments["city"])
+        self.keys.append(context.idempotency_key)
         return f"{arguments['city']}: sunny"
 
 
@@ -102,6 +104,7 @@ def test_auto_on_a_tool_capable_model_runs_native_with_pairs_and_usage(
     assert steps[0].content == "Two cities.\n\nLet me look." and steps[0].usage == Usage(30, 7, 1)
     assert steps[1].content == '{"city": "Paris"}' and steps[3].content == "Paris: sunny"
     assert sorted(weather.calls) == ["Paris", "Tokyo"]
+    assert sorted(weather.keys) == [f"{done.id}:c1", f"{done.id}:c2"]  # <agent_id>:<call_id>
     assert steps[5].usage == Usage(50, 9, 1) and steps[3].usage is None
     # The second request: the tools as functions, the assistant's calls, one tool message each.
     second = model.requests[1]
@@ -182,6 +185,8 @@ def test_resume_runs_only_the_calls_without_observation_and_never_asks_again(
     assert done is not None and done.status is AgentStatus.COMPLETED
     assert again.call_count == 1  # only the reply after the calls
     assert sorted(weather.calls) == ["Paris", "Tokyo"]
+    # The keys the lost attempt's calls had: a tool can tell these runs are not new calls.
+    assert sorted(weather.keys) == [f"{agent.id}:c1", f"{agent.id}:c2"]
     assert [m.role for m in again.calls[0]] == ["system", "user", "assistant", "tool", "tool"]
 
 

@@ -42,6 +42,8 @@ START_TIMEOUT_S = 60.0
 # rather than after the backoff the last failures had built up.
 STABLE_S = 30.0
 MAX_TOOL_PAGES = 100
+# Where a call's idempotency key goes in its request's `_meta`.
+IDEMPOTENCY_META_KEY = "jarvis/idempotency_key"
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
 # What a call raises when the connection itself failed: the session is then restarted.
 _TRANSPORT_ERRORS = (OSError, httpx2.HTTPError, anyio.BrokenResourceError,
@@ -187,9 +189,11 @@ class ServerConnection:
 
     # --- calls ------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
+    async def call(self, tool: str, arguments: Mapping[str, Any], *,
+                   idempotency_key: str | None = None) -> str:
         """The text of one tool call's result; ToolError, in words for the model, if it
-        failed or the server could not be reached."""
+        failed or the server could not be reached. The idempotency key goes in the
+        request's `_meta` (README, MCP servers)."""
         client = self._client
         if client is None:
             raise ToolError(
@@ -197,7 +201,8 @@ class ServerConnection:
                 "started again. Try again later, or use another tool."
             )
         try:
-            result = await client.call_tool(tool, dict(arguments))
+            meta = None if idempotency_key is None else {IDEMPOTENCY_META_KEY: idempotency_key}
+            result = await client.call_tool(tool, dict(arguments), meta=meta)
         except MCPError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise ToolError(f"The MCP server '{self.name}' refused the call: {exc.error.message}") from None

@@ -59,7 +59,8 @@ class McpTool:
     loop: EventLoopThread
 
     def submit(self, arguments: Mapping[str, Any], *, context: ToolContext) -> Future[str]:
-        return self.loop.submit(self.connection.call(self.remote_name, arguments))
+        return self.loop.submit(self.connection.call(self.remote_name, arguments,
+                                                     idempotency_key=context.idempotency_key))
 
 
 class McpTools:
