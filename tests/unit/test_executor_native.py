@@ -4,6 +4,7 @@ tools and the in-memory store."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -188,6 +189,43 @@ def test_resume_runs_only_the_calls_without_observation_and_never_asks_again(
     # The keys the lost attempt's calls had: a tool can tell these runs are not new calls.
     assert sorted(weather.keys) == [f"{agent.id}:c1", f"{agent.id}:c2"]
     assert [m.role for m in again.calls[0]] == ["system", "user", "assistant", "tool", "tool"]
+
+
+class Rendezvous:
+    """A blocking tool whose calls wait for each other: `parties` calls end only when
+    they all run at once; one left waiting past MEET_TIMEOUT_S fails."""
+
+    name = "meet"
+    description = "Wait for the others."
+
+    def __init__(self, parties: int) -> None:
+        self.input_schema = {"type": "object", "properties": {"who": {"type": "string"}},
+                             "required": ["who"]}
+        self.barrier = threading.Barrier(parties, timeout=MEET_TIMEOUT_S)
+
+    def run(self, arguments: dict[str, str], *, context: ToolContext) -> str:
+        self.barrier.wait()  # BrokenBarrierError past the deadline: a failed call
+        return f"{arguments['who']} met the others"
+
+
+MEET_TIMEOUT_S = 10.0
+
+
+def test_the_calls_of_one_reply_run_at_the_same_time(tmp_path: Path) -> None:
+    """A reply's blocking calls run at once (README, Modes): run one at a time, the first
+    would wait for the others in vain and fail."""
+    settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path), "JARVIS_TOOL_TIMEOUT": "30"})
+    reply = ChatReply("", "m", tool_calls=(call("meet", '{"who": "a"}', "c1"),
+                                           call("meet", '{"who": "b"}', "c2"),
+                                           call("meet", '{"who": "c"}', "c3")))
+    store = MemoryStore()
+    with ToolRegistry([Rendezvous(3)], settings=settings) as registry:
+        model = ScriptedChatModel([reply, DONE], tools=True)
+        done = executor(store, model, registry).run(start(store))
+    assert done is not None and done.status is AgentStatus.COMPLETED
+    observed = {s.call_id: s.content for s in store.steps_after(done.id) if s.type is StepType.OBSERVE}
+    assert observed == {"c1": "a met the others", "c2": "b met the others",
+                        "c3": "c met the others"}
 
 
 SCHEMA = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}
