@@ -131,6 +131,18 @@ def test_the_list_changes_when_the_server_says_so(http_server, open_tools) -> No
     wait_until(lambda: "web__extra" in registry.names(), timeout_s=10)
 
 
+def test_a_server_that_does_not_list_its_tools_in_time_is_down(http_server, open_tools) -> None:
+    mcp, registry = open_tools(McpServerConfig("web", url=http_server("stalling")),
+                               stdio("srv", "calc"), list_timeout_s=1.0)
+    assert registry.call_text("web__stall", "").content == "stalled"  # it will list no more
+    wait_until(lambda: "web__ping" not in registry.names(), timeout_s=10)
+    assert mcp.servers()["web"] == {"ok": False, "tools": [],
+                                    "error": "did not list its tools within 1 s"}
+    called = registry.call_text("web__ping", "")
+    assert not called.ok and called.content.startswith("Unknown tool 'web__ping'")
+    assert registry.call_text("srv__echo", "the rest work").content == "the rest work"
+
+
 def test_what_a_worker_publishes_is_what_the_api_lists(open_tools, redis_url: str) -> None:
     import redis
 

@@ -11,7 +11,9 @@ KIND is one of:
 - `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed;
 - `ledger`: record(text), which appends the text and the idempotency key the call's `_meta`
   carried, as a JSON line, to the file $MCP_RECORD, then answers once the file $MCP_HOLD
-  is gone (at once if unset).
+  is gone (at once if unset);
+- `stalling`: ping(), and stall(), after which the server says its list changed and never
+  answers a list again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -139,7 +142,37 @@ def ledger() -> MCPServer:
     return server
 
 
-KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing, "ledger": ledger}
+class _Stalling(MCPServer):
+    """A server whose list of tools hangs once `stalled`."""
+
+    stalled = False
+
+    async def list_tools(self) -> list[Any]:
+        if self.stalled:
+            await asyncio.Event().wait()  # never set: the list never comes
+        return await super().list_tools()
+
+
+def stalling() -> MCPServer:
+    server = _Stalling("stalling")
+
+    @server.tool()
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    @server.tool()
+    async def stall(ctx: Context) -> str:
+        """Say the list changed, and never answer a list again."""
+        server.stalled = True
+        await ctx.notify_tools_changed()
+        return "stalled"
+
+    return server
+
+
+KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing, "ledger": ledger,
+         "stalling": stalling}
 
 
 def main() -> None:
