@@ -28,7 +28,7 @@ from typing import Protocol
 
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
-from jarvis_agents.approvals import ApprovalGate, wait
+from jarvis_agents.approvals import ApprovalGate, call_id_of, wait
 from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
@@ -47,6 +47,7 @@ from jarvis_agents.llm.base import ChatModel
 from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.threads import with_context
 from jarvis_agents.timings import NoTimings, Timings
+from jarvis_agents.tools.base import idempotency_key
 from jarvis_agents.tools.registry import ToolRegistry
 
 # At most this many tool calls of one reply run at once.
@@ -308,7 +309,8 @@ class Executor:
                 if not answer.approve:
                     return replace(answer.denied(act), seq=seq)
                 act = replace(act, content=answer.tool_input)
-            result = strategy.observe(tools, act, should_stop=should_stop)
+            key = idempotency_key(agent.id, call_id_of(act))  # the same in a re-run
+            result = strategy.observe(tools, act, idempotency_key=key, should_stop=should_stop)
             self.timings.tool(result.tool or "unknown", result.duration_ms / 1000)
             return Step(seq, act.step, StepType.OBSERVE, storable(result.content), tool=act.tool,
                         created_at=utcnow(), duration_ms=result.duration_ms, call_id=act.call_id)

@@ -35,9 +35,10 @@ class Strategy(Protocol):
         ACT per tool call (each with its call_id) or one FINAL."""
         ...
 
-    def observe(self, tools: ToolRegistry, act: Step, *,
+    def observe(self, tools: ToolRegistry, act: Step, *, idempotency_key: str,
                 should_stop: Callable[[], bool]) -> ToolResult:
-        """Run the ACT's call; never raises for the call's own failures."""
+        """Run the ACT's call, which carries `idempotency_key`; never raises for the
+        call's own failures."""
         ...
 
 

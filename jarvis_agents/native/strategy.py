@@ -69,7 +69,7 @@ class NativeStrategy:
             made.add(StepType.ACT, storable(call.arguments_text), tool=name, call_id=call_id)
         return made.rows
 
-    def observe(self, tools: ToolRegistry, act: Step, *,
+    def observe(self, tools: ToolRegistry, act: Step, *, idempotency_key: str,
                 should_stop: Callable[[], bool]) -> ToolResult:
         started = time.perf_counter()
         tool = tools.get(act.tool or "")
@@ -86,7 +86,8 @@ class NativeStrategy:
                             retry="Call it again with arguments like")
         except ArgumentsError as exc:
             return _told(str(exc), tool.name, started)
-        return tools.call(tool.name, call.arguments, should_stop=should_stop)
+        return tools.call(tool.name, call.arguments, should_stop=should_stop,
+                          idempotency_key=idempotency_key)
 
 
 def _told(content: str, tool: str | None, started: float) -> ToolResult:

@@ -40,6 +40,7 @@ class TextStrategy:
         name = known.name if known is not None else (plan.tool.strip() or "(none)")
         return made.add(StepType.ACT, plan.tool_input, tool=name, call_id=new_call_id())
 
-    def observe(self, tools: ToolRegistry, act: Step, *,
+    def observe(self, tools: ToolRegistry, act: Step, *, idempotency_key: str,
                 should_stop: Callable[[], bool]) -> ToolResult:
-        return tools.call_text(act.tool or "", act.content, should_stop=should_stop)
+        return tools.call_text(act.tool or "", act.content, should_stop=should_stop,
+                               idempotency_key=idempotency_key)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import select
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +68,9 @@ def make_engine(database_url: str, *, pool_size: int = 10, overflow: bool = True
 def _check_on_checkout(engine: Engine) -> None:
     """Hand out no pooled connection the server has closed, without a ping per checkout.
 
-    A restart or a terminated backend closes the socket, which then reads as ready
-    on an idle connection: that costs a poll() here, not a round trip. Only a
-    connection found that way, or idle for more than IDLE_PING_S (the socket may
+    A restart or a terminated backend writes its last words on an idle connection and
+    closes it: reading what is there costs no round trip (`_closed_by_server`). Only
+    a connection found that way, or idle for more than IDLE_PING_S (the socket may
     have died silently), is pinged; a failed ping makes the pool reconnect it.
     """
     dialect = engine.dialect
@@ -90,34 +88,32 @@ def _check_on_checkout(engine: Engine) -> None:
 
 def check_idle(dialect: Dialect, dbapi_connection: Any, idle_since: float) -> None:
     """Raise DisconnectionError if a connection idle since `idle_since` (time.monotonic())
-    is dead: a poll() when the socket tells, a ping only past IDLE_PING_S."""
-    if time.monotonic() - idle_since < IDLE_PING_S and not _has_input(dbapi_connection):
+    is dead: a read of what the server sent tells, a ping only past IDLE_PING_S."""
+    error = dialect.loaded_dbapi.Error
+    if time.monotonic() - idle_since < IDLE_PING_S and not _closed_by_server(dbapi_connection, error):
         return
     try:
         dialect.do_ping(dbapi_connection)
-    except dialect.loaded_dbapi.Error as exc:
+    except error as exc:
         raise DisconnectionError(f"a pooled connection was dead: {first_line(exc)}") from exc
 
 
-def _has_input(dbapi_connection: Any) -> bool:
-    """True when the server wrote to a connection nobody is reading: it closed it, as a rule."""
+def _closed_by_server(dbapi_connection: Any, error: type[Exception]) -> bool:
+    """Whether the server has closed an idle psycopg2 connection, read without waiting.
+
+    psycopg2's `poll()` takes in what the server sent meanwhile (libpq reads the socket
+    itself, whether or not gevent patched `select`: the API's process). A backend that
+    was terminated or restarted sent its last words, taken as a notice by the first
+    read, and closed the connection, which the second read reports as an error.
+    """
     if dbapi_connection.closed:
         return True
-    # poll(), not select(): select() refuses file descriptors past 1023. The unpatched
-    # poll: gevent's would start watchers and a timer and pass through its hub.
-    poller = _os_poll()()
-    poller.register(dbapi_connection.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
-
-
-@cache
-def _os_poll() -> Any:
-    """select.poll as the OS has it, even where gevent patched the module (the API)."""
     try:
-        from gevent.monkey import get_original
-    except ImportError:  # pragma: no cover - gevent comes with the API
-        return select.poll
-    return get_original("select", "poll")
+        dbapi_connection.poll()
+        dbapi_connection.poll()
+    except error:  # the connection is gone
+        return True
+    return bool(dbapi_connection.closed)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -31,13 +31,22 @@ def mcp_source(server: str) -> str:
     return f"mcp:{server}"
 
 
+def idempotency_key(agent_id: object, call_id: str) -> str:
+    """The key of one tool call, `<agent_id>:<call_id>`: a call run again after a crash
+    carries the same key as its first run, a new call another (README, The ReACT
+    contract and tools)."""
+    return f"{agent_id}:{call_id}"
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may use: the settings and the one shared HTTP client."""
+    """What a tool may use: the settings, the one shared HTTP client, and the call's
+    idempotency key (None for a call made outside an agent, e.g. in a test)."""
 
     settings: Settings
     http: httpx.Client
     timeout_s: float
+    idempotency_key: str | None = None
 
 
 class Tool(Protocol):

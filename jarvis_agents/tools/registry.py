@@ -186,7 +186,8 @@ class ToolRegistry:
     # --- calling ------------------------------------------------------------------
 
     def call_text(
-        self, name: str, tool_input: str, *, should_stop: Callable[[], bool] | None = None
+        self, name: str, tool_input: str, *, should_stop: Callable[[], bool] | None = None,
+        idempotency_key: str | None = None,
     ) -> ToolResult:
         """`call` with the arguments an INPUT of the text contract stands for."""
         started = time.perf_counter()
@@ -197,22 +198,23 @@ class ToolRegistry:
             arguments = arguments_from_text(tool.name, tool.input_schema, tool_input)
         except ArgumentsError as exc:
             return self._result(str(exc), ok=False, tool=tool.name, started=started)
-        return self._checked_call(tool, arguments, should_stop, started)
+        return self._checked_call(tool, arguments, should_stop, idempotency_key, started)
 
     def call(
         self, name: str, arguments: Mapping[str, Any], *,
-        should_stop: Callable[[], bool] | None = None,
+        should_stop: Callable[[], bool] | None = None, idempotency_key: str | None = None,
     ) -> ToolResult:
         """Run one tool with the registry's limits; never raises for the tool's failures.
 
-        Raises Cancelled when `should_stop` turns true while a blocking tool runs (a
-        StopSignal's wake() is seen at once).
+        `idempotency_key` (base.idempotency_key) reaches the tool in its context, and an
+        MCP server in the request's `_meta`. Raises Cancelled when `should_stop` turns
+        true while a blocking tool runs (a StopSignal's wake() is seen at once).
         """
         started = time.perf_counter()
         tool = self.get(name)
         if tool is None:
             return self._unknown(name, started)
-        return self._checked_call(tool, arguments, should_stop, started)
+        return self._checked_call(tool, arguments, should_stop, idempotency_key, started)
 
     def runs_inline(self, name: str) -> bool:
         """Whether a call of `name` ends on the caller's thread, at once and offline.
@@ -225,7 +227,7 @@ class ToolRegistry:
 
     def _checked_call(
         self, tool: ListedTool, arguments: Mapping[str, Any],
-        should_stop: Callable[[], bool] | None, started: float,
+        should_stop: Callable[[], bool] | None, idempotency_key: str | None, started: float,
     ) -> ToolResult:
         # A text tool's one string fits the schema made for it: nothing to check (the
         # check cost a text-mode call 80 µs in a busy worker).
@@ -234,7 +236,10 @@ class ToolRegistry:
                 check_arguments(tool.name, tool.input_schema, arguments)
             except ArgumentsError as exc:
                 return self._result(str(exc), ok=False, tool=tool.name, started=started)
-        content, ok = self._run(tool, arguments, should_stop)
+        timeout_s = self._settings.tool_timeout_s
+        context = ToolContext(settings=self._settings, http=self._http, timeout_s=timeout_s,
+                              idempotency_key=idempotency_key)
+        content, ok = self._run(tool, arguments, context, should_stop)
         return self._result(content, ok=ok, tool=tool.name, started=started)
 
     def _unknown(self, name: str, started: float) -> ToolResult:
@@ -246,10 +251,10 @@ class ToolRegistry:
         return self._result(content, ok=False, tool=None, started=started)
 
     def _run(
-        self, tool: ListedTool, arguments: Mapping[str, Any], should_stop: Callable[[], bool] | None
+        self, tool: ListedTool, arguments: Mapping[str, Any], context: ToolContext,
+        should_stop: Callable[[], bool] | None,
     ) -> tuple[str, bool]:
-        timeout_s = self._settings.tool_timeout_s
-        context = ToolContext(settings=self._settings, http=self._http, timeout_s=timeout_s)
+        timeout_s = context.timeout_s
         if isinstance(tool, RegisteredTool) and not tool.blocking:
             # Offline and bounded: a thread to start, join and time out would cost
             # more than the call itself. A KeyboardInterrupt here is the caller's.

@@ -4,6 +4,7 @@ current, and what a worker publishes read back as the API reads it."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -68,6 +69,19 @@ def test_stdio_and_http_tools_are_listed_and_called(http_server, open_tools) -> 
     assert big.ok and len(big.content) <= 1000 and "truncated" in big.content
 
 
+def test_a_call_sends_its_idempotency_key_in_meta(http_server, open_tools, tmp_path: Path) -> None:
+    stdio_record, http_record = tmp_path / "stdio.jsonl", tmp_path / "http.jsonl"
+    _, registry = open_tools(stdio("led", "ledger", MCP_RECORD=str(stdio_record)),
+                             McpServerConfig("web", url=http_server("ledger", MCP_RECORD=str(http_record))))
+    assert registry.call("led__record", {"text": "a"}, idempotency_key="agent-1:c1").ok
+    assert registry.call_text("web__record", "b", idempotency_key="agent-1:c2").ok
+    assert registry.call_text("web__record", "c").ok  # a call outside an agent: no key
+    assert [json.loads(line) for line in stdio_record.read_text().splitlines()] == [
+        {"text": "a", "key": "agent-1:c1"}]
+    assert [json.loads(line) for line in http_record.read_text().splitlines()] == [
+        {"text": "b", "key": "agent-1:c2"}, {"text": "c", "key": None}]
+
+
 def test_an_error_result_a_crash_and_a_dead_server_are_observations(open_tools) -> None:
     mcp, registry = open_tools(stdio("srv", "calc"), stdio("crashy", "crashy"),
                                McpServerConfig("dead", command="/nonexistent/mcp-server"))
@@ -115,6 +129,18 @@ def test_the_list_changes_when_the_server_says_so(http_server, open_tools) -> No
     assert registry.call_text("live__extra", "hi").content == "extra: hi"
     assert registry.call_text("web__grow", "").content == "grown"
     wait_until(lambda: "web__extra" in registry.names(), timeout_s=10)
+
+
+def test_a_server_that_does_not_list_its_tools_in_time_is_down(http_server, open_tools) -> None:
+    mcp, registry = open_tools(McpServerConfig("web", url=http_server("stalling")),
+                               stdio("srv", "calc"), list_timeout_s=1.0)
+    assert registry.call_text("web__stall", "").content == "stalled"  # it will list no more
+    wait_until(lambda: "web__ping" not in registry.names(), timeout_s=10)
+    assert mcp.servers()["web"] == {"ok": False, "tools": [],
+                                    "error": "did not list its tools within 1 s"}
+    called = registry.call_text("web__ping", "")
+    assert not called.ok and called.content.startswith("Unknown tool 'web__ping'")
+    assert registry.call_text("srv__echo", "the rest work").content == "the rest work"
 
 
 def test_what_a_worker_publishes_is_what_the_api_lists(open_tools, redis_url: str) -> None:

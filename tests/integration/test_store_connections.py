@@ -40,7 +40,7 @@ def test_pooled_connections_killed_while_idle_are_replaced(
     if detected_by == "ping":
         # A socket that died without a word from the server looks fine: only the
         # ping of a connection idle for longer than IDLE_PING_S notices.
-        monkeypatch.setattr(database, "_has_input", lambda _connection: False)
+        monkeypatch.setattr(database, "_closed_by_server", lambda *_: False)
         monkeypatch.setattr(database, "IDLE_PING_S", 0.0)
     repository = repository_for(make_engine(pg_url, pool_size=2))
     user, _ = repository.users.create("survivor")
@@ -69,7 +69,7 @@ def test_a_read_whose_connection_was_just_dropped_runs_again(
 
     from jarvis_agents.store import database
 
-    monkeypatch.setattr(database, "_has_input", lambda _connection: False)
+    monkeypatch.setattr(database, "_closed_by_server", lambda *_: False)
     repository = repository_for(make_engine(pg_url, pool_size=1))
     user, _ = repository.users.create("unlucky")
     try:
@@ -99,7 +99,7 @@ def test_the_step_writes_keep_a_connection_of_their_own(
 
     from jarvis_agents.store import database
 
-    monkeypatch.setattr(database, "_has_input", lambda _connection: False)  # found in use,
+    monkeypatch.setattr(database, "_closed_by_server", lambda *_: False)  # found in use,
     monkeypatch.setattr(database, "IDLE_PING_S", 3600.0)  # however slow the machine
     repository = repository_for(make_engine(pg_url, pool_size=1, overflow=False))
 

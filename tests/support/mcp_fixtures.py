@@ -18,14 +18,15 @@ from tests.support.api_server import wait_until
 
 
 @pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """http_server(kind) → the URL of a Streamable HTTP MCP server of that kind."""
+def http_server(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """http_server(kind, **env) → the URL of a Streamable HTTP MCP server of that kind,
+    with `env` added to its environment."""
     started: list[Process] = []
 
-    def start(kind: str) -> str:
+    def start(kind: str, **env: str) -> str:
         port = free_port()
         process = Process([sys.executable, "-m", "tests.support.mcp_servers", kind, "--http", str(port)],
-                          cli_env(), tmp_path / f"mcp-{kind}-{port}.log")
+                          cli_env(**env), tmp_path / f"mcp-{kind}-{port}.log")
         started.append(process)
         wait_until(lambda: _accepts(port), timeout_s=30)
         return f"http://127.0.0.1:{port}/mcp"

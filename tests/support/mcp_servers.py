@@ -8,15 +8,22 @@ KIND is one of:
 - `crashy`: echo(text), and explode(), which kills the server in the middle of the call;
 - `slow`: sleep(seconds), which answers after that long; a cancelled call writes
   `cancelled` to the file $MCP_MARKER, so a test can see the request was cancelled;
-- `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed.
+- `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed;
+- `ledger`: record(text), which appends the text and the idempotency key the call's `_meta`
+  carried, as a JSON line, to the file $MCP_RECORD, then answers once the file $MCP_HOLD
+  is gone (at once if unset);
+- `stalling`: ping(), and stall(), after which the server says its list changed and never
+  answers a list again.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -110,7 +117,62 @@ def changing() -> MCPServer:
     return server
 
 
-KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing}
+IDEMPOTENCY_META_KEY = "jarvis/idempotency_key"
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as file:
+        file.write(line + "\n")
+
+
+def ledger() -> MCPServer:
+    server = MCPServer("ledger")
+
+    @server.tool()
+    async def record(text: str, ctx: Context) -> str:
+        """Write the text down in the ledger."""
+        key = (ctx.request_context.meta or {}).get(IDEMPOTENCY_META_KEY)
+        if record_file := os.environ.get("MCP_RECORD"):
+            await asyncio.to_thread(_append, Path(record_file), json.dumps({"text": text, "key": key}))
+        hold = os.environ.get("MCP_HOLD")
+        while hold and Path(hold).exists():
+            await asyncio.sleep(0.05)
+        return f"recorded: {text}"
+
+    return server
+
+
+class _Stalling(MCPServer):
+    """A server whose list of tools hangs once `stalled`."""
+
+    stalled = False
+
+    async def list_tools(self) -> list[Any]:
+        if self.stalled:
+            await asyncio.Event().wait()  # never set: the list never comes
+        return await super().list_tools()
+
+
+def stalling() -> MCPServer:
+    server = _Stalling("stalling")
+
+    @server.tool()
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    @server.tool()
+    async def stall(ctx: Context) -> str:
+        """Say the list changed, and never answer a list again."""
+        server.stalled = True
+        await ctx.notify_tools_changed()
+        return "stalled"
+
+    return server
+
+
+KINDS = {"calc": calc, "crashy": crashy, "slow": slow, "changing": changing, "ledger": ledger,
+         "stalling": stalling}
 
 
 def main() -> None:

@@ -31,9 +31,11 @@ class FakeWeather:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.keys: list[str | None] = []
 
     def run(self, tool_input: str, *, context: ToolContext) -> str:
         self.calls.append(tool_input)
+        self.keys.append(context.idempotency_key)
         table = {"London": "London: 12 °C, overcast", "Tokyo": "Tokyo: 18 °C, clear sky"}
         if tool_input not in table:
             raise ToolError(f"no weather for {tool_input!r}")
@@ -305,10 +307,14 @@ def test_resume_after_a_crash_at_every_point(tools: ToolRegistry, weather: FakeW
     assert kinds(steps) == [(0, "THINK"), (0, "ACT"), (0, "OBSERVE"),
                             (1, "THINK"), (1, "ACT"), (1, "OBSERVE"), (2, "THINK"), (2, "FINAL")]
     # A tool whose ACT was persisted but whose OBSERVE was not runs again; no other repeats.
+    # Each call carries `<agent_id>:<call_id>`: a call run again, the key of its first run.
     expected_calls = ["London", "Tokyo"]
+    expected_keys = [f"{agent.id}:{s.call_id}" for s in steps if s.type is StepType.ACT]
     if crash_at in (2, 4) and not after_commit:
         expected_calls.insert(crash_at // 2, expected_calls[crash_at // 2 - 1])
+        expected_keys.insert(crash_at // 2, expected_keys[crash_at // 2 - 1])
     assert weather.calls == expected_calls
+    assert weather.keys == expected_keys
 
 
 class ReadCountingStore(MemoryStore):

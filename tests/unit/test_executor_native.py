@@ -4,6 +4,7 @@ tools and the in-memory store."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -44,9 +45,11 @@ class SlowWeather:
         self.input_schema = {"type": "object", "properties": {"city": {"type": "string"}},
                              "required": ["city"]}
         self.calls: list[str] = []
+        self.keys: list[str | None] = []
 
     def run(self, arguments: dict[str, str], *, context: ToolContext) -> str:
         self.calls.append(arguments["city"])
+        self.keys.append(context.idempotency_key)
         return f"{arguments['city']}: sunny"
 
 
@@ -102,6 +105,7 @@ def test_auto_on_a_tool_capable_model_runs_native_with_pairs_and_usage(
     assert steps[0].content == "Two cities.\n\nLet me look." and steps[0].usage == Usage(30, 7, 1)
     assert steps[1].content == '{"city": "Paris"}' and steps[3].content == "Paris: sunny"
     assert sorted(weather.calls) == ["Paris", "Tokyo"]
+    assert sorted(weather.keys) == [f"{done.id}:c1", f"{done.id}:c2"]  # <agent_id>:<call_id>
     assert steps[5].usage == Usage(50, 9, 1) and steps[3].usage is None
     # The second request: the tools as functions, the assistant's calls, one tool message each.
     second = model.requests[1]
@@ -182,7 +186,46 @@ def test_resume_runs_only_the_calls_without_observation_and_never_asks_again(
     assert done is not None and done.status is AgentStatus.COMPLETED
     assert again.call_count == 1  # only the reply after the calls
     assert sorted(weather.calls) == ["Paris", "Tokyo"]
+    # The keys the lost attempt's calls had: a tool can tell these runs are not new calls.
+    assert sorted(weather.keys) == [f"{agent.id}:c1", f"{agent.id}:c2"]
     assert [m.role for m in again.calls[0]] == ["system", "user", "assistant", "tool", "tool"]
+
+
+class Rendezvous:
+    """A blocking tool whose calls wait for each other: `parties` calls end only when
+    they all run at once; one left waiting past MEET_TIMEOUT_S fails."""
+
+    name = "meet"
+    description = "Wait for the others."
+
+    def __init__(self, parties: int) -> None:
+        self.input_schema = {"type": "object", "properties": {"who": {"type": "string"}},
+                             "required": ["who"]}
+        self.barrier = threading.Barrier(parties, timeout=MEET_TIMEOUT_S)
+
+    def run(self, arguments: dict[str, str], *, context: ToolContext) -> str:
+        self.barrier.wait()  # BrokenBarrierError past the deadline: a failed call
+        return f"{arguments['who']} met the others"
+
+
+MEET_TIMEOUT_S = 10.0
+
+
+def test_the_calls_of_one_reply_run_at_the_same_time(tmp_path: Path) -> None:
+    """A reply's blocking calls run at once (README, Modes): run one at a time, the first
+    would wait for the others in vain and fail."""
+    settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path), "JARVIS_TOOL_TIMEOUT": "30"})
+    reply = ChatReply("", "m", tool_calls=(call("meet", '{"who": "a"}', "c1"),
+                                           call("meet", '{"who": "b"}', "c2"),
+                                           call("meet", '{"who": "c"}', "c3")))
+    store = MemoryStore()
+    with ToolRegistry([Rendezvous(3)], settings=settings) as registry:
+        model = ScriptedChatModel([reply, DONE], tools=True)
+        done = executor(store, model, registry).run(start(store))
+    assert done is not None and done.status is AgentStatus.COMPLETED
+    observed = {s.call_id: s.content for s in store.steps_after(done.id) if s.type is StepType.OBSERVE}
+    assert observed == {"c1": "a met the others", "c2": "b met the others",
+                        "c3": "c met the others"}
 
 
 SCHEMA = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"]}

@@ -2,7 +2,8 @@
 
 Importing every core module, in a fresh interpreter, loads neither the web (Flask,
 Werkzeug, gevent), nor the queue (Celery, kombu), nor the outer layer
-(`jarvis_agents.cli`, `api`, `workers`).
+(`jarvis_agents.cli`, `api`, `workers`); and no core module imports one anywhere, not
+even inside a function.
 """
 
 from __future__ import annotations
@@ -54,6 +55,28 @@ def test_the_core_modules_are_found() -> None:
 
 def test_importing_the_core_loads_no_web_no_queue_and_no_cli() -> None:
     assert doors_in(loaded_after_importing(core_modules())) == []
+
+
+def test_no_core_module_imports_a_door_even_inside_a_function() -> None:
+    """An import inside a function escapes the check above until the function runs (the
+    API's process may load gevent, but the core must not reach for it)."""
+    import ast
+
+    core = ROOT / "jarvis_agents"
+    found = []
+    for path in sorted(core.rglob("*.py")):
+        if ".".join(("jarvis_agents", *path.relative_to(core).with_suffix("").parts)).startswith(NOT_CORE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
+                      for name in names if doors_in({name})]
+    assert found == []
 
 
 def test_the_check_sees_a_door_when_one_is_loaded() -> None:

@@ -138,6 +138,19 @@ def test_the_tool_gets_settings_client_and_timeout(
     assert context.settings.tool_timeout_s == TIMEOUT_S
 
 
+def test_the_tool_gets_the_calls_idempotency_key(
+    make_registry: Callable[..., ToolRegistry],
+) -> None:
+    offline, blocking = FakeTool("offline"), FakeTool("blocking")
+    offline.blocking = False  # type: ignore[attr-defined]
+    registry = make_registry(offline, blocking)
+    registry.call_text("offline", "a", idempotency_key="agent-1:call-1")
+    registry.call("blocking", {"input": "b"}, idempotency_key="agent-1:call-2")
+    registry.call_text("blocking", "c")  # a call made outside an agent carries none
+    assert [c.idempotency_key for c in offline.contexts] == ["agent-1:call-1"]
+    assert [c.idempotency_key for c in blocking.contexts] == ["agent-1:call-2", None]
+
+
 def test_unknown_lists_what_get_cannot_resolve(make_registry: Callable[..., ToolRegistry]) -> None:
     registry = make_registry(FakeTool("calculate"), FakeTool("search"))
     assert registry.unknown(["Calculate", " search ", "webSearch", "nope"]) == ["webSearch", "nope"]

@@ -38,10 +38,15 @@ log = logging.getLogger(__name__)
 
 # A server may take a while to start (npx and uvx fetch packages on their first run).
 START_TIMEOUT_S = 60.0
+# A server that does not answer a list of its tools within this, once up, is hung: its
+# session is dropped and started again, as for a lost one.
+LIST_TIMEOUT_S = 30.0
 # A session that lasted this long was healthy: after it is lost, start again at once
 # rather than after the backoff the last failures had built up.
 STABLE_S = 30.0
 MAX_TOOL_PAGES = 100
+# Where a call's idempotency key goes in its request's `_meta`.
+IDEMPOTENCY_META_KEY = "jarvis/idempotency_key"
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
 # What a call raises when the connection itself failed: the session is then restarted.
 _TRANSPORT_ERRORS = (OSError, httpx2.HTTPError, anyio.BrokenResourceError,
@@ -62,13 +67,16 @@ class ServerConnection:
     """The session with one MCP server, and the calls made on it."""
 
     def __init__(self, config: McpServerConfig, *, on_change: Callable[[], None],
-                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+                 start_timeout_s: float = START_TIMEOUT_S,
+                 list_timeout_s: float = LIST_TIMEOUT_S) -> None:
         self.config = config
         self.state = ServerState()
         self._on_change = on_change
         self._start_timeout_s = start_timeout_s
+        self._list_timeout_s = list_timeout_s
         self._client: Client | None = None
         self._lost: anyio.Event | None = None
+        self._lost_because: str | None = None
         self._changed: anyio.Event | None = None
 
     @property
@@ -88,6 +96,7 @@ class ServerConnection:
     async def _serve_once(self) -> None:
         """One session from start to loss; McpServerDown unless it was up for STABLE_S."""
         self._lost, self._changed = anyio.Event(), anyio.Event()
+        self._lost_because = None
         up_at: float | None = None
         error: str | None = None
         try:
@@ -109,7 +118,7 @@ class ServerConnection:
         if up_at is None:
             error = error or f"did not answer within {self._start_timeout_s:g} s"
         else:
-            error = error or "the connection was lost"
+            error = error or self._lost_because or "the connection was lost"
         if self._set(ServerState(up=False, error=error, tools=self.state.tools)):
             log.warning("MCP server %r is down: %s", self.name, error)
         if up_at is None or time.monotonic() - up_at < STABLE_S:
@@ -129,8 +138,9 @@ class ServerConnection:
         http = httpx2.AsyncClient(headers=dict(config.headers), timeout=HTTP_TIMEOUT)
         return _closing(http, streamable_http_client(str(config.url), http_client=http))
 
-    def _notice_lost(self) -> None:
+    def _notice_lost(self, because: str | None = None) -> None:
         if self._lost is not None:
+            self._lost_because = self._lost_because or because
             self._lost.set()
 
     async def _listen(self, client: Client) -> None:
@@ -160,9 +170,13 @@ class ServerConnection:
             await self._changed.wait()
             self._changed = anyio.Event()
             try:
-                await self._list_tools(client)
+                with anyio.fail_after(self._list_timeout_s):
+                    await self._list_tools(client)
                 log.info("MCP server %r changed its tools: %s", self.name,
                          ", ".join(t.name for t in self.state.tools))
+            except TimeoutError:  # hung: down until it answers again, as if unreachable
+                self._notice_lost(f"did not list its tools within {self._list_timeout_s:g} s")
+                return
             except Exception as exc:  # noqa: BLE001 - the session's loss is noticed elsewhere
                 log.warning("MCP server %r: listing its tools failed: %s", self.name, _describe(exc))
 
@@ -187,9 +201,11 @@ class ServerConnection:
 
     # --- calls ------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: Mapping[str, Any]) -> str:
+    async def call(self, tool: str, arguments: Mapping[str, Any], *,
+                   idempotency_key: str | None = None) -> str:
         """The text of one tool call's result; ToolError, in words for the model, if it
-        failed or the server could not be reached."""
+        failed or the server could not be reached. The idempotency key goes in the
+        request's `_meta` (README, MCP servers)."""
         client = self._client
         if client is None:
             raise ToolError(
@@ -197,7 +213,8 @@ class ServerConnection:
                 "started again. Try again later, or use another tool."
             )
         try:
-            result = await client.call_tool(tool, dict(arguments))
+            meta = None if idempotency_key is None else {IDEMPOTENCY_META_KEY: idempotency_key}
+            result = await client.call_tool(tool, dict(arguments), meta=meta)
         except MCPError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
                 raise ToolError(f"The MCP server '{self.name}' refused the call: {exc.error.message}") from None

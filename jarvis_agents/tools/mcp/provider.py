@@ -25,7 +25,7 @@ import mcp_types as types
 
 from jarvis_agents.tools.base import ToolContext, describe, mcp_source
 from jarvis_agents.tools.mcp.config import McpServerConfig
-from jarvis_agents.tools.mcp.connection import START_TIMEOUT_S, ServerConnection
+from jarvis_agents.tools.mcp.connection import LIST_TIMEOUT_S, START_TIMEOUT_S, ServerConnection
 from jarvis_agents.tools.mcp.loop import EventLoopThread
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,15 @@ class McpTool:
     loop: EventLoopThread
 
     def submit(self, arguments: Mapping[str, Any], *, context: ToolContext) -> Future[str]:
-        return self.loop.submit(self.connection.call(self.remote_name, arguments))
+        return self.loop.submit(self.connection.call(self.remote_name, arguments,
+                                                     idempotency_key=context.idempotency_key))
 
 
 class McpTools:
     """The tools of every configured MCP server, kept up to date (a ToolProvider)."""
 
     def __init__(self, servers: Sequence[McpServerConfig], *, publisher: Publisher | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S,
+                 start_timeout_s: float = START_TIMEOUT_S, list_timeout_s: float = LIST_TIMEOUT_S,
                  publish_interval_s: float = PUBLISH_INTERVAL_S) -> None:
         self._loop = EventLoopThread()
         self._publisher = publisher
@@ -74,7 +75,8 @@ class McpTools:
         self._tools: tuple[McpTool, ...] = ()
         self._moved = threading.Event()
         self._connections = [
-            ServerConnection(config, on_change=self._changed, start_timeout_s=start_timeout_s)
+            ServerConnection(config, on_change=self._changed, start_timeout_s=start_timeout_s,
+                             list_timeout_s=list_timeout_s)
             for config in servers
         ]
         self._republish: anyio.Event | None = None
