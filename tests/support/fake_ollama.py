@@ -70,6 +70,7 @@ class FakeOllama:
         self._requests: list[dict[str, Any]] = []
         self._endpoints: list[str] = []
         self._shows: list[str] = []
+        self._listings: list[str] = []
         self._failures: deque[tuple[int, str]] = deque()
         self._drops: deque[int] = deque()
         self._hangups = 0
@@ -165,8 +166,8 @@ class FakeOllama:
         self.latency_s = 0.0
         self.chunk_delay_s = 0.0
         with self._changed:
-            for recorded in (self._requests, self._endpoints, self._shows, self._failures,
-                             self._drops):
+            for recorded in (self._requests, self._endpoints, self._shows, self._listings,
+                             self._failures, self._drops):
                 recorded.clear()
             self._hangups = self._chunks = self._connections = 0
 
@@ -194,6 +195,12 @@ class FakeOllama:
         """The model named by each `/api/show` request so far."""
         with self._lock:
             return list(self._shows)
+
+    @property
+    def listings(self) -> list[str]:
+        """The path of each request for the list of models (`/api/tags`, `/v1/models`)."""
+        with self._lock:
+            return list(self._listings)
 
     @property
     def connections(self) -> int:
@@ -245,8 +252,11 @@ class FakeOllama:
     def _latency(self) -> float:
         return self.latency_s() if callable(self.latency_s) else self.latency_s
 
-    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False) -> None:
+    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False,
+               listing: str | None = None) -> None:
         with self._changed:
+            if listing is not None:
+                self._listings.append(listing)
             self._connections += connection
             self._hangups += hangup
             self._chunks += chunk

@@ -95,8 +95,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         fake = self.server.fake
         if path == "/api/tags":
+            fake._count(listing=path)
             self._send_json(200, {"models": [model_entry(m) for m in fake.models]})
         elif path == "/v1/models":
+            fake._count(listing=path)
             self._send_json(200, models(fake.models))
         elif path == "/api/version":
             self._send_json(200, {"version": "0.6.0-fake"})
