@@ -19,6 +19,7 @@ connections it accepted. Run it as a process for benchmarks:
 
 from __future__ import annotations
 
+import ssl
 import sys
 import threading
 from collections import deque
@@ -57,8 +58,12 @@ class FakeOllama:
         latency_s: Latency = 0.0,
         chunk_delay_s: float = 0.0,
         capabilities: Mapping[str, Sequence[str]] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        # A server-side context: HTTPS. Then no latency nor chunk delay: a TLS socket
+        # cannot be peeked at for a client that hung up.
+        self.tls = tls
         self.port = port  # 0 picks a free port at the first start(); restarts reuse it
         self.responder: Responder = responder or _default_responder
         self.models = list(models)
@@ -71,6 +76,7 @@ class FakeOllama:
         self._endpoints: list[str] = []
         self._shows: list[str] = []
         self._listings: list[str] = []
+        self._authorizations: list[str | None] = []
         self._failures: deque[tuple[int, str]] = deque()
         self._drops: deque[int] = deque()
         self._hangups = 0
@@ -84,7 +90,7 @@ class FakeOllama:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -167,7 +173,7 @@ class FakeOllama:
         self.chunk_delay_s = 0.0
         with self._changed:
             for recorded in (self._requests, self._endpoints, self._shows, self._listings,
-                             self._failures, self._drops):
+                             self._authorizations, self._failures, self._drops):
                 recorded.clear()
             self._hangups = self._chunks = self._connections = 0
 
@@ -201,6 +207,12 @@ class FakeOllama:
         """The path of each request for the list of models (`/api/tags`, `/v1/models`)."""
         with self._lock:
             return list(self._listings)
+
+    @property
+    def authorizations(self) -> list[str | None]:
+        """The `Authorization` header of every request so far (None: it had none)."""
+        with self._lock:
+            return list(self._authorizations)
 
     @property
     def connections(self) -> int:
@@ -248,6 +260,10 @@ class FakeOllama:
             failure = self._failures.popleft() if self._failures else None
             drop = self._drops.popleft() if self._drops and failure is None else None
             return failure, drop
+
+    def _heard(self, authorization: str | None) -> None:
+        with self._lock:
+            self._authorizations.append(authorization)
 
     def _latency(self) -> float:
         return self.latency_s() if callable(self.latency_s) else self.latency_s
