@@ -27,6 +27,9 @@ __all__ = ["SchemaRefused", "check", "validator_for"]
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is reported to whoever gave it, not logged
+# What one compiled pattern may hold (RE2's default is 8 MiB): the kept ones are bounded
+# by it, and a pattern that needs more is refused as too large.
+_OPTIONS.max_mem = 1 << 20
 
 # Key words whose presence anywhere would let jsonschema match with `re` (see the module).
 _UNEVALUATED, _PATTERNS = "unevaluatedProperties", "patternProperties"
@@ -44,7 +47,7 @@ class _Regex(Protocol):
     def search(self, text: str) -> object | None: ...
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _regex(pattern: str) -> _Regex:
     return re2.compile(pattern, _OPTIONS)
 
