@@ -36,6 +36,7 @@ def create_app(
     from jarvis_agents import tracing
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
+    from jarvis_agents.llm.readiness import KnownModels
     from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.store import open_repository
     from jarvis_agents.tools.mcp.published import PublishedTools
@@ -62,6 +63,8 @@ def create_app(
         closers.append(repository.engine.dispose)
         # The streams' hub is the bus's subscribe side: one pub/sub connection.
         hub = event_hub(redis, repository, timing)
+        known_models = KnownModels.from_settings(settings)
+        closers.append(known_models.close)
         service = AgentService(
             repository=repository,
             settings=settings,
@@ -70,6 +73,7 @@ def create_app(
             events=RedisEventBus(redis, hub=hub),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),
+            model_check=known_models.check,
         )
     else:
         hub = event_hub(redis, service.repository, timing)

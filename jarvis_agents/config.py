@@ -17,6 +17,10 @@ from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PROVIDER
+# What one model reply may be (README, Models): the tokens a request asks for at most,
+# and the characters kept of a reply that goes on regardless.
+DEFAULT_MAX_REPLY_TOKENS = 4096
+DEFAULT_MAX_REPLY_CHARS = 65536
 # Agents one worker process runs at once, as threads. A waiting agent blocks on a
 # socket or a queue, so an idle thread costs little (about 100 KiB resident per agent in
 # flight, measured: bench scenario 6): one process keeps a thousand slow agents in flight,
@@ -58,6 +62,8 @@ class Settings:
     max_streams_per_user: int = 100
     port: int = 8000
     model_retries: int = 3
+    max_reply_tokens: int = DEFAULT_MAX_REPLY_TOKENS
+    max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS
     max_attempts: int = 3
     heartbeat_interval_s: float = 5.0
     heartbeat_stale_s: float = 30.0
@@ -143,6 +149,10 @@ class Settings:
             max_streams_per_user=_int(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
             port=_int(env, "PORT", 8000, low=1, high=65535),
             model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
+            max_reply_tokens=_int(env, "JARVIS_MAX_REPLY_TOKENS", DEFAULT_MAX_REPLY_TOKENS,
+                                  low=1, high=1_000_000),
+            max_reply_chars=_int(env, "JARVIS_MAX_REPLY_CHARS", DEFAULT_MAX_REPLY_CHARS,
+                                 low=1000, high=10_000_000),
             max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
             heartbeat_interval_s=heartbeat_interval_s,
             heartbeat_stale_s=heartbeat_stale_s,

@@ -104,6 +104,7 @@ class AgentService:
         events: EventBus,
         tool_names: Sequence[str] | ToolNames,
         webhook_check: object | None = None,
+        model_check: Callable[[str], None] | None = None,
     ) -> None:
         self.repository = repository
         self.settings = settings
@@ -111,6 +112,8 @@ class AgentService:
         self.events = events
         self.tool_names = tool_names if isinstance(tool_names, ToolNames) else FixedToolNames(tool_names)
         self.webhook_check = webhook_check
+        # RequestError for a model its server says it does not have (llm/readiness.py).
+        self.model_check = model_check
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
@@ -128,6 +131,8 @@ class AgentService:
             approve_tools = (ALL_TOOLS,) if everything else self._known_tools(request.approve_tools)
         if request.webhook_url is not None and callable(self.webhook_check):
             self.webhook_check(request.webhook_url)
+        if self.model_check is not None:
+            self.model_check(request.model or self.settings.model)
         agent = Agent.new(
             user_id=user_id,
             goal=request.goal,
@@ -231,6 +236,8 @@ class AgentService:
                 f"{agent_id}; the nearest valid values are {near} (0 starts over)",
                 code="invalid_after_seq",
             )
+        if request.model is not None and self.model_check is not None:
+            self.model_check(request.model)
         copied = [s for s in steps if s.seq <= request.after_seq]
         iterations = len({s.step for s in copied})
         max_steps = request.max_steps or original.max_steps

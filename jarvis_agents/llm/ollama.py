@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import httpx
 import ollama
 
-from jarvis_agents.config import Settings
+from jarvis_agents.config import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_REPLY_TOKENS, Settings
 from jarvis_agents.errors import JarvisError, ModelError, ModelNotFound
 from jarvis_agents.llm import wire
 from jarvis_agents.llm.attempts import AttemptDeltas, Retries, attempt, interrupts_for
@@ -61,8 +61,12 @@ class OllamaChatModel(Closing):
         read_timeout_s: float = 30.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 8.0,
+        max_reply_tokens: int = DEFAULT_MAX_REPLY_TOKENS,
+        max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
     ) -> None:
         self.host = host.rstrip("/")
+        self.max_reply_tokens = max_reply_tokens
+        self.max_reply_chars = max_reply_chars
         self.retries = Retries(retries, backoff_initial_s, backoff_max_s)
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
@@ -81,6 +85,8 @@ class OllamaChatModel(Closing):
             host=settings.ollama_host,
             retries=settings.model_retries,
             read_timeout_s=settings.step_timeout_s,
+            max_reply_tokens=settings.max_reply_tokens,
+            max_reply_chars=settings.max_reply_chars,
         )
 
     def close(self) -> None:
@@ -97,12 +103,13 @@ class OllamaChatModel(Closing):
         on_delta: OnDelta | None = None,
     ) -> ChatReply:
         interrupts = interrupts_for(should_stop, deadline)
-        body = encode_request(request)
+        body = encode_request(request, max_tokens=self.max_reply_tokens)
 
         deltas = AttemptDeltas(on_delta)  # a retry's text is not handed on twice
 
         def one_attempt() -> ChatReply:
-            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt())
+            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt(),
+                                 max_chars=self.max_reply_chars)
             with self._exchange("api/chat", body, request.model, interrupts) as response:
                 read_reply(response.chunks(), reply)
             return reply.finish()

@@ -19,12 +19,19 @@ from jarvis_agents.llm.base import ChatMessage, ChatRequest, ToolCall, Usage
 from jarvis_agents.llm.reply import ReplyBuilder
 from jarvis_agents.retry import TransientModelError
 
+# A line of the stream spends at most 6 bytes on a character of the reply (a `\u00XX`
+# escape), besides its other fields: a longer one holds more than the reply may.
+_MAX_LINE_BYTES_PER_CHAR = 6
+_LINE_SLACK = 64 * 1024
 
-def encode_request(request: ChatRequest, *, stream: bool = True) -> bytes:
-    """The JSON body of a chat request."""
+
+def encode_request(request: ChatRequest, *, stream: bool = True, max_tokens: int | None = None) -> bytes:
+    """The JSON body of a chat request; `max_tokens` caps the reply (`num_predict`)."""
+    options: dict[str, Any] = {"stop": [s for s in request.stop if s]}
+    if max_tokens is not None:
+        options["num_predict"] = max_tokens
     body: dict[str, Any] = {
-        "model": request.model, "stream": stream,
-        "options": {"stop": [s for s in request.stop if s]},
+        "model": request.model, "stream": stream, "options": options,
         "messages": _messages(request.messages),
     }
     if request.tools:
@@ -67,7 +74,8 @@ def read_reply(chunks: Iterator[bytes], reply: ReplyBuilder) -> None:
     Then the rest of the stream, normally just its terminating chunk, so that the
     connection can carry the next call. An {"error": …} line is the model's failure
     (transient: a runner that crashed mid-reply); a stream that ends before its `done`
-    line was cut short (transient too).
+    line was cut short (transient too). A reply that passed its cap (`reply.full`) is
+    read no further: its connection is closed rather than read to its end.
     """
     pending = b""
     for data in chunks:
@@ -76,7 +84,12 @@ def read_reply(chunks: Iterator[bytes], reply: ReplyBuilder) -> None:
             for _ in chunks:
                 pass
             return
-    if _read_lines([pending], reply):  # a last line without its newline
+        if reply.full:
+            return
+        if reply.room is not None and len(pending) > _MAX_LINE_BYTES_PER_CHAR * reply.room + _LINE_SLACK:
+            reply.cut_short()  # one line holds more than the reply may: it is not read whole
+            return
+    if _read_lines([pending], reply) or reply.full:  # a last line without its newline
         return
     raise TransientModelError("the reply stream ended before the reply was complete")
 
@@ -97,6 +110,8 @@ def _read_lines(lines: list[bytes], reply: ReplyBuilder) -> bool:
     texts: list[str] = []
     try:
         for index, line in enumerate(lines):
+            if reply.full:
+                return False
             part = decoded[index] if decoded is not None else json.loads(line)
             if error := part.get("error"):
                 if "not found" in str(error).lower():

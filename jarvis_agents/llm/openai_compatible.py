@@ -23,7 +23,7 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from jarvis_agents.config import Settings
+from jarvis_agents.config import DEFAULT_MAX_REPLY_CHARS, DEFAULT_MAX_REPLY_TOKENS, Settings
 from jarvis_agents.errors import JarvisError, ModelError, ModelNotFound
 from jarvis_agents.llm.attempts import AttemptDeltas, Retries, attempt, interrupts_for
 from jarvis_agents.llm.base import (
@@ -61,8 +61,13 @@ class OpenAIChatModel(Closing):
         read_timeout_s: float = 30.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 8.0,
+        max_reply_tokens: int = DEFAULT_MAX_REPLY_TOKENS,
+        max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.max_reply_tokens = max_reply_tokens
+        self.max_reply_chars = max_reply_chars
+        self._newer_cap: set[str] = set()  # models that asked for `max_completion_tokens`
         self.retries = Retries(retries, backoff_initial_s, backoff_max_s)
         self.server = f"the OpenAI-compatible server at {self.base_url}"
         self._api_key = api_key or NO_API_KEY
@@ -78,7 +83,9 @@ class OpenAIChatModel(Closing):
         if not settings.openai_base_url:
             raise not_configured("an openai/… model")
         return cls(base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                   retries=settings.model_retries, read_timeout_s=settings.step_timeout_s)
+                   retries=settings.model_retries, read_timeout_s=settings.step_timeout_s,
+                   max_reply_tokens=settings.max_reply_tokens,
+                   max_reply_chars=settings.max_reply_chars)
 
     def close(self) -> None:
         self._client.close()
@@ -94,15 +101,14 @@ class OpenAIChatModel(Closing):
         on_delta: OnDelta | None = None,
     ) -> ChatReply:
         interrupts = interrupts_for(should_stop, deadline)
-        params = _params(request)
-
         deltas = AttemptDeltas(on_delta)  # a retry's text is not handed on twice
 
         def one_attempt() -> ChatReply:
-            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt())
+            reply = ReplyBuilder(request.model, stop=request.stop, on_delta=deltas.attempt(),
+                                 max_chars=self.max_reply_chars)
             try:
-                with cutting(interrupts):
-                    _read_stream(self._client.chat.completions.create(**params), reply)
+                with cutting(interrupts), self._create(request) as stream:
+                    _read_stream(stream, reply)
             except JarvisError:
                 raise
             except openai.APIStatusError as exc:
@@ -115,6 +121,20 @@ class OpenAIChatModel(Closing):
 
         return attempt(one_attempt, interrupts=interrupts, retries=self.retries,
                        what=f"chat with {request.model} at {self.base_url}", server=self.server)
+
+    def _create(self, request: ChatRequest) -> openai.Stream[ChatCompletionChunk]:
+        """The streamed completion, its tokens capped by `max_tokens`, or by
+        `max_completion_tokens` for a model that refuses the older name (OpenAI's o-series)."""
+        newer = request.model in self._newer_cap
+        try:
+            return self._client.chat.completions.create(
+                **_params(request, max_tokens=self.max_reply_tokens, newer_cap=newer))
+        except openai.BadRequestError as exc:
+            if newer or "max_completion_tokens" not in _error_message(exc):
+                raise
+        self._newer_cap.add(request.model)
+        return self._client.chat.completions.create(
+            **_params(request, max_tokens=self.max_reply_tokens, newer_cap=True))
 
     def capabilities(
         self, model: str, *, deadline: float, should_stop: Callable[[], bool]
@@ -166,12 +186,15 @@ def not_configured(what: str) -> ModelError:
         "OPENAI_API_KEY")
 
 
-def _params(request: ChatRequest) -> dict[str, Any]:
+def _params(request: ChatRequest, *, max_tokens: int, newer_cap: bool = False) -> dict[str, Any]:
     """The arguments of `chat.completions.create` for `request`, streamed."""
     params: dict[str, Any] = {
         "model": request.model, "messages": [_message(m) for m in request.messages],
         "stream": True, "stream_options": {"include_usage": True},
     }
+    # `max_tokens` first: vLLM, LM Studio, Ollama and OpenAI read it, llama.cpp's server
+    # read nothing else until 2026; only OpenAI's o-series want the newer name.
+    params["max_completion_tokens" if newer_cap else "max_tokens"] = max_tokens
     if stops := [s for s in request.stop if s][:MAX_STOP_SEQUENCES]:
         params["stop"] = stops
     if request.tools:
@@ -198,9 +221,10 @@ def _message(message: ChatMessage) -> dict[str, Any]:
 
 
 def _read_stream(chunks: Iterable[ChatCompletionChunk], reply: ReplyBuilder) -> None:
-    """Reads a streamed completion into `reply`; a stream that ends before its first
-    choice's `finish_reason` was cut short (transient)."""
+    """Reads a streamed completion into `reply`, up to its end or its cap (`reply.full`);
+    a stream that ends before its first choice's `finish_reason` was cut short (transient)."""
     calls: dict[int, list[Any]] = {}  # index → [id, name, argument pieces]
+    arguments_read = 0
     finished = False
     for chunk in chunks:
         if chunk.model:
@@ -222,8 +246,15 @@ def _read_stream(chunks: Iterable[ChatCompletionChunk], reply: ReplyBuilder) -> 
                 if piece.function is not None:
                     call[1] += piece.function.name or ""
                     call[2].append(piece.function.arguments or "")
+                    arguments_read += len(piece.function.arguments or "")
+                    if reply.room is not None and arguments_read > reply.room:
+                        del calls[piece.index]  # its arguments will never be whole
+                        reply.cut_short()
+                        break
             finished = finished or choice.finish_reason is not None
-    if not finished:
+        if reply.full:
+            break
+    if not finished and not reply.full:
         raise TransientModelError("the reply stream ended before the reply was complete")
     for index in sorted(calls):
         call_id, name, arguments = calls[index]

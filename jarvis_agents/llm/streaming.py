@@ -193,6 +193,13 @@ class StreamingClient:
                     sock, server_hostname=self._url.hostname, do_handshake_on_connect=False)
                 call.attach(sock)
                 sock.do_handshake()
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            # Not retried: the next handshake would meet the same certificate.
+            raise ModelError(
+                f"the certificate of {self._url.hostname} is not trusted ({exc.verify_message}); "
+                "if your own CA signed it, point SSL_CERT_FILE at a bundle of CA certificates "
+                "that includes it") from exc
         except (OSError, wire.ProtocolError) as exc:
             sock.close()
             if isinstance(exc, TimeoutError):

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
+
+from jarvis_agents.json_schema import SchemaRefused, validator_for
 
 MAX_SHOWN_ENUM = 8
 
@@ -68,10 +69,12 @@ def check_arguments(
     `retry` introduces the example of the arguments expected, in the words of the
     caller's mode (the text contract's INPUT by default).
     """
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    if validator is None:  # a schema that is not valid itself: the tool checks its input
+    try:
+        error = best_match(validator_for(schema).iter_errors(dict(arguments)))
+    except SchemaRefused:
+        # Not valid itself, or not checkable in linear time (a lookahead, …): the tool
+        # checks its input. The model's arguments never meet a backtracking matcher.
         return
-    error = best_match(validator.iter_errors(dict(arguments)))
     if error is None:
         return
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
@@ -79,16 +82,6 @@ def check_arguments(
     raise ArgumentsError(
         f"Invalid arguments for tool '{tool}'{at}: {error.message}. {retry} {example(schema)}"
     )
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator | None:
-    schema = json.loads(schema_json)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return None
-    return Draft202012Validator(schema)
 
 
 def schema_problem(schema: object) -> str | None:

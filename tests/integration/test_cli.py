@@ -161,16 +161,25 @@ def test_run_detach_prints_only_the_id_and_the_read_commands_show_the_agent(live
 
 
 def test_a_failing_agent_exits_1_with_its_error(live_stack: LiveStack) -> None:
-    result = jarvis(live_stack, "run", "--model", "no-such-model", "What is 1234 * 902?")
+    live_stack.fake.fail_next(status=400, message="the prompt is too long")
+    result = jarvis(live_stack, "run", "What is 1234 * 902?")
 
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "ERROR    the model 'no-such-model' is not available" in result.stdout
+    assert "refused the request (HTTP 400): the prompt is too long" in result.stdout
     assert re.search(r"^FAILED \(model_error\) in \d+\.\d s", result.stdout, re.MULTILINE), result.stdout
     assert "Traceback" not in result.stderr
 
-    as_json = jarvis(live_stack, "run", "--json", "--model", "no-such-model", "again")
+    live_stack.fake.fail_next(status=400, message="the prompt is too long")
+    as_json = jarvis(live_stack, "run", "--json", "again")
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout.splitlines()[-1])["status"] == "FAILED"
+
+
+def test_a_model_its_server_does_not_have_is_refused_before_any_agent_is_made(
+    live_stack: LiveStack,
+) -> None:
+    result = jarvis(live_stack, "run", "--model", "no-such-model", "What is 1234 * 902?")
+    assert_one_line_error(result, "the model 'no-such-model' is not available on the Ollama server")
 
 
 def ctrl_c_mid_run(process: subprocess.Popen[str]) -> tuple[list[str], str, str]:

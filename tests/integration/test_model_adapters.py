@@ -196,6 +196,60 @@ def test_the_deadline_mid_reply_is_a_step_timeout(
     assert model_server.wait_for_hangups(1) and deltas
 
 
+# --- what one reply may be ---------------------------------------------------------------
+
+HUGE = ("x" * 999 + " ") * 10_000  # 10 MB in 10,000 pieces
+
+
+def test_a_request_asks_for_at_most_the_reply_tokens(
+    model_server: FakeOllama, provider: str
+) -> None:
+    with adapter(provider, model_server.url, max_reply_tokens=300) as model:
+        reply_to(model)
+    sent = model_server.requests[-1]
+    asked = sent["options"]["num_predict"] if provider == "ollama" else sent["max_tokens"]
+    assert asked == 300
+
+
+def test_a_model_that_wants_max_completion_tokens_gets_it_from_then_on(
+    model_server: FakeOllama
+) -> None:
+    # What OpenAI answers for its o-series models.
+    model_server.fail_next(status=400, message="Unsupported parameter: 'max_tokens' is not "
+                           "supported with this model. Use 'max_completion_tokens' instead.")
+    with adapter("openai", model_server.url, max_reply_tokens=300) as model:
+        assert reply_to(model).content == "Sunny in both."
+        assert reply_to(model).content == "Sunny in both."
+    asked = [{k: r.get(k) for k in ("max_tokens", "max_completion_tokens")}
+             for r in model_server.requests]
+    assert asked == [{"max_tokens": 300, "max_completion_tokens": None}] + [
+        {"max_tokens": None, "max_completion_tokens": 300}] * 2
+
+
+def test_a_reply_past_the_cap_is_cut_marked_and_read_no_further(
+    model_server: FakeOllama, chat_model: Adapter
+) -> None:
+    model_server.responder = lambda request: HUGE
+    deltas: list[str] = []
+    reply = reply_to(chat_model, timeout_s=30, deltas=deltas)
+    assert reply.content == HUGE[:65536] + "\n\n[reply cut at 65536 characters]"
+    assert "".join(deltas) == reply.content
+    assert model_server.wait_for_hangups(1)  # the rest was never read
+
+
+def test_reasoning_and_tool_calls_count_towards_the_cap(
+    model_server: FakeOllama, provider: str
+) -> None:
+    small = FakeToolCall("getWeather", {"city": "Paris"}, id="c1")
+    big = FakeToolCall("getWeather", {"city": "x" * 3000}, id="c2")
+    model_server.responder = lambda request: Turn(reasoning="r" * 500, tool_calls=[small, big])
+    with adapter(provider, model_server.url, max_reply_chars=1000) as model:
+        reply = reply_to(model, ChatRequest([USER], model="llama3.2", tools=[WEATHER]))
+    assert reply.reasoning == "r" * 500
+    assert [call.id for call in reply.tool_calls] == ["c1"]  # the one that would pass it is dropped
+    assert reply.content == "\n\n[reply cut at 1000 characters]"
+
+
 # --- failures --------------------------------------------------------------------------
 
 

@@ -173,3 +173,18 @@ def test_a_stream_dropped_mid_reply_is_asked_again_and_never_half_kept(
     steps = repository.steps_after(done.id)
     assert [s.type for s in steps].count(StepType.ACT) == 2
     assert done.usage.model_calls == 2
+
+
+@pytest.mark.parametrize("mode", [AgentMode.REACT, AgentMode.NATIVE])
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_10_mb_reply_is_stored_cut_at_the_cap_and_marked(
+    repository: Repository, server: FakeOllama, provider: str, mode: AgentMode, tmp_path: Path
+) -> None:
+    huge = ("x" * 999 + " ") * 10_000
+    server.responder = lambda request: "FINAL_ANSWER: " + huge
+    done = run(repository, server, provider, tmp_path, mode=mode)
+    assert done.status is AgentStatus.COMPLETED
+    (final,) = [s for s in repository.steps_after(done.id) if s.type is StepType.FINAL]
+    assert final.content.endswith("x\n\n[reply cut at 65536 characters]")
+    assert len(final.content) <= 65536 + len("\n\n[reply cut at 65536 characters]")
+    assert done.final_answer == final.content

@@ -6,6 +6,7 @@ How a call is cut short, connections and proxies: test_llm_streaming.py.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +41,22 @@ def test_a_streamed_reply_is_assembled(fake: FakeOllama, model: OllamaChatModel)
         {"role": "system", "content": "Answer in the ReACT format."},
         {"role": "user", "content": "2+2?"},
     ]
+
+
+def test_one_line_longer_than_a_reply_may_be_is_not_read_whole() -> None:
+    def answer(conn: socket.socket, body: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        piece = b'{"message": {"content": "' + b"x" * 65536
+        try:
+            for _ in range(160):  # 10 MB of one line, never ended
+                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        except OSError:
+            pass  # the client hung up
+        return False
+
+    with raw_server(answer) as server, OllamaChatModel(host=server.url, retries=1,
+                                                       max_reply_chars=1000) as model:
+        assert ask(model, stop=()) == "\n\n[reply cut at 1000 characters]"
 
 
 def test_stop_sequences_are_sent_and_honoured(fake: FakeOllama, model: OllamaChatModel) -> None:

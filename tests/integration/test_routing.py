@@ -24,7 +24,8 @@ def finished(http: Any, ids: list[str]) -> list[dict[str, Any]] | None:
     return agents if all(a["status"] == "COMPLETED" for a in agents) else None
 
 
-def test_two_workers_of_different_models_share_a_burst(api_env, start_api, start_worker):
+def test_two_workers_of_different_models_share_a_burst(api_env, start_api, start_worker, fake_ollama):
+    fake_ollama.models = MODELS  # the API's: it asks whether a create's model exists
     with FakeOllama(models=MODELS) as serves_a, FakeOllama(models=MODELS) as serves_b:
         # Each worker has a model server of its own: which one was asked shows who ran what.
         start_worker({**api_env, "OLLAMA_HOST": serves_a.url, "JARVIS_MODEL": "model-a"},

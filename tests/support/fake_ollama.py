@@ -19,6 +19,7 @@ connections it accepted. Run it as a process for benchmarks:
 
 from __future__ import annotations
 
+import ssl
 import sys
 import threading
 from collections import deque
@@ -57,8 +58,12 @@ class FakeOllama:
         latency_s: Latency = 0.0,
         chunk_delay_s: float = 0.0,
         capabilities: Mapping[str, Sequence[str]] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        # A server-side context: HTTPS. Then no latency nor chunk delay: a TLS socket
+        # cannot be peeked at for a client that hung up.
+        self.tls = tls
         self.port = port  # 0 picks a free port at the first start(); restarts reuse it
         self.responder: Responder = responder or _default_responder
         self.models = list(models)
@@ -70,6 +75,8 @@ class FakeOllama:
         self._requests: list[dict[str, Any]] = []
         self._endpoints: list[str] = []
         self._shows: list[str] = []
+        self._listings: list[str] = []
+        self._authorizations: list[str | None] = []
         self._failures: deque[tuple[int, str]] = deque()
         self._drops: deque[int] = deque()
         self._hangups = 0
@@ -83,7 +90,7 @@ class FakeOllama:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -165,8 +172,8 @@ class FakeOllama:
         self.latency_s = 0.0
         self.chunk_delay_s = 0.0
         with self._changed:
-            for recorded in (self._requests, self._endpoints, self._shows, self._failures,
-                             self._drops):
+            for recorded in (self._requests, self._endpoints, self._shows, self._listings,
+                             self._authorizations, self._failures, self._drops):
                 recorded.clear()
             self._hangups = self._chunks = self._connections = 0
 
@@ -194,6 +201,18 @@ class FakeOllama:
         """The model named by each `/api/show` request so far."""
         with self._lock:
             return list(self._shows)
+
+    @property
+    def listings(self) -> list[str]:
+        """The path of each request for the list of models (`/api/tags`, `/v1/models`)."""
+        with self._lock:
+            return list(self._listings)
+
+    @property
+    def authorizations(self) -> list[str | None]:
+        """The `Authorization` header of every request so far (None: it had none)."""
+        with self._lock:
+            return list(self._authorizations)
 
     @property
     def connections(self) -> int:
@@ -242,11 +261,18 @@ class FakeOllama:
             drop = self._drops.popleft() if self._drops and failure is None else None
             return failure, drop
 
+    def _heard(self, authorization: str | None) -> None:
+        with self._lock:
+            self._authorizations.append(authorization)
+
     def _latency(self) -> float:
         return self.latency_s() if callable(self.latency_s) else self.latency_s
 
-    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False) -> None:
+    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False,
+               listing: str | None = None) -> None:
         with self._changed:
+            if listing is not None:
+                self._listings.append(listing)
             self._connections += connection
             self._hangups += hangup
             self._chunks += chunk

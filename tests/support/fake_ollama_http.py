@@ -56,6 +56,10 @@ class ModelServer(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
+        if self.fake.tls is not None:
+            # The handshake on the handler's thread, at its first read: one client that
+            # never finishes it holds up no other.
+            sock = self.fake.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         with self._connections_lock:
             self._connections.add(sock)
         self.fake._count(connection=True)
@@ -77,7 +81,8 @@ class ModelServer(ThreadingHTTPServer):
                 pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hung up, or stop() cutting a reply, is expected here.
+        # A client that hung up, or stop() cutting a reply, is expected here; so is one
+        # that refused the certificate (ssl.SSLError is an OSError).
         if not isinstance(sys.exc_info()[1], OSError):
             super().handle_error(request, client_address)
 
@@ -94,9 +99,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
         fake = self.server.fake
+        fake._heard(self.headers.get("Authorization"))
         if path == "/api/tags":
+            fake._count(listing=path)
             self._send_json(200, {"models": [model_entry(m) for m in fake.models]})
         elif path == "/v1/models":
+            fake._count(listing=path)
             self._send_json(200, models(fake.models))
         elif path == "/api/version":
             self._send_json(200, {"version": "0.6.0-fake"})
@@ -106,6 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": "404 page not found"})
 
     def do_POST(self) -> None:
+        self.server.fake._heard(self.headers.get("Authorization"))
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")

@@ -47,6 +47,13 @@ def test_the_openai_compatible_server_is_read() -> None:
         "openai", "http://vllm:8000/v1", "sk-x")
 
 
+def test_a_model_reply_is_capped_in_tokens_asked_and_characters_kept() -> None:
+    assert (Settings.from_env({}).max_reply_tokens, Settings.from_env({}).max_reply_chars) == (
+        4096, 65536)
+    settings = Settings.from_env({"JARVIS_MAX_REPLY_TOKENS": "512", "JARVIS_MAX_REPLY_CHARS": "20000"})
+    assert (settings.max_reply_tokens, settings.max_reply_chars) == (512, 20000)
+
+
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
     # How platforms hand the URL out; SQLAlchemy alone would reach for psycopg 3.
@@ -80,6 +87,9 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_WEBHOOK_LEASE", "0"),
         ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,,5"),
         ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,-5"),
+        ("JARVIS_MAX_REPLY_TOKENS", "0"),
+        ("JARVIS_MAX_REPLY_TOKENS", "lots"),
+        ("JARVIS_MAX_REPLY_CHARS", "10"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:

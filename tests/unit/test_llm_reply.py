@@ -43,6 +43,33 @@ def test_the_deltas_joined_are_the_text_cut_at_the_first_stop(pieces: list[str])
     assert content == "".join(deltas) == (text[: min(cuts)] if cuts else text)
 
 
+def test_a_reply_past_its_cap_is_cut_there_marked_and_full() -> None:
+    deltas: list[str] = []
+    reply = ReplyBuilder("m", stop=("\nOBSERVATION:",), on_delta=deltas.append, max_chars=10)
+    reply.text("abcdefgh\n")
+    assert not reply.full
+    reply.text("\nOBS and more")
+    assert reply.full and reply.room == 0
+    reply.text("never taken")
+    content = reply.finish().content
+    assert content == "".join(deltas) == "abcdefgh\n\n\n\n[reply cut at 10 characters]"
+
+
+def test_what_passes_the_cap_after_a_stop_sequence_leaves_the_text_whole() -> None:
+    reply = ReplyBuilder("m", stop=("STOP",), max_chars=10)
+    reply.text("done STOP")
+    reply.text(" and a server that ignores stops goes on")
+    assert reply.full and reply.finish().content == "done "
+
+
+def test_reasoning_takes_from_the_same_cap() -> None:
+    reply = ReplyBuilder("m", max_chars=6)
+    reply.reasoning("think")
+    reply.text("answer")
+    done = reply.finish()
+    assert (done.reasoning, done.content) == ("think", "a\n\n[reply cut at 6 characters]")
+
+
 def test_reasoning_tool_calls_and_usage_come_back_whole() -> None:
     reply = ReplyBuilder("m")
     reply.reasoning("Think")
