@@ -139,3 +139,18 @@ def test_worker_lost_is_refused_to_a_fresh_heartbeat_and_to_a_hand_back(
     failed = repository.get(agent.id)
     assert failed is not None and failed.status is AgentStatus.FAILED
     assert (failed.stop_reason, failed.losses) == (StopReason.WORKER_LOST, 1)
+
+
+def test_a_bug_ends_the_agent_as_internal_error_with_its_count(repository: Repository) -> None:
+    user, _ = repository.users.create("bug")
+    agent = running(repository, user.id)
+    error_row = Step(1, 0, StepType.ERROR, "internal error: KeyError: 'x'")
+    failed = agent.with_failed(error_row.content, stop_reason=StopReason.INTERNAL_ERROR,
+                               step_count=1)
+    assert repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=1, steps=(error_row,),
+        error=failed.error, stop_reason=failed.stop_reason, step_count=1,
+        completed_at=failed.completed_at)
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.stop_reason is StopReason.INTERNAL_ERROR
+    assert (stored.error, stored.step_count) == ("internal error: KeyError: 'x'", 1)
