@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from jarvis_agents.cluster_metrics import ClusterMetrics
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.model_slots import ModelSlots
-    from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -114,11 +113,8 @@ class WorkerComponents:
         self.redis.close()
 
 
-def build_worker(
-    settings: Settings, dispatcher: Dispatcher, *, directory: QueueDirectory | None = None,
-) -> WorkerComponents:
-    """A worker's pieces; `directory` (routing) lets its sweeper skip the agents of models
-    no live worker takes."""
+def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+    """A worker's pieces."""
     from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
@@ -163,7 +159,7 @@ def build_worker(
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings, directory=directory,
+        dispatcher=dispatcher, settings=settings,
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,

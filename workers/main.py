@@ -114,7 +114,7 @@ def celery_main(
         instrument_celery()
     app = create_celery(settings)
     directory = QueueDirectory(redis_client(settings, max_connections=10))
-    components = build_worker(settings, CeleryDispatcher(app, directory=directory), directory=directory)
+    components = build_worker(settings, CeleryDispatcher(app, directory=directory))
     app.jarvis = components  # the tasks reach the runner through their app
     components.start_background()
     presence = worker_presence(app, settings, directory, components.runner, models)

@@ -111,7 +111,7 @@ class AgentStore(Protocol):
     def requeue_pending(
         self, *, untouched_before: datetime, limit: int = 100
     ) -> list[tuple[uuid.UUID, str]]:
-        """Claim the PENDING agents to put on the queue again: (id, task id) of each."""
+        """Claim the PENDING agents whose message to look for: (id, task id) of each."""
         ...
 
     def requeue_stale_running(

@@ -103,12 +103,14 @@ class Recovery:
             )
 
     def requeue_pending(self, *, untouched_before: datetime, limit: int = 100) -> list[tuple[uuid.UUID, str]]:
-        """Claim the PENDING agents to put on the queue again: (id, task id) of each.
+        """Claim the PENDING agents whose message to look for on the queue: (id, task
+        id) of each; the sweeper sends again those whose message is gone.
 
         Those not on it (their enqueue failed: task_id NULL) and those untouched since
-        `untouched_before` (their message may have died with a worker that had
-        prefetched it). Each is claimed once per period, however many sweepers run at
-        once (see `_claim_for_requeue`); the task id is the one it keeps or is given.
+        `untouched_before` (their message may have died with a worker that had taken
+        it, or with a Redis that restarted). Each is claimed once per period, however
+        many sweepers run at once (see `_claim_for_requeue`); the task id is the one it
+        keeps or is given.
         """
         def condition(table: Any) -> tuple[ColumnElement[bool], ...]:
             return (

@@ -73,7 +73,9 @@ def test_a_stale_agent_is_requeued_once_however_many_sweepers_race(repository: R
     assert alive.id not in {agent_id for agent_id, _, _ in again}
 
 
-def test_a_pending_agent_is_requeued_once_per_period(repository: Repository) -> None:
+def test_a_pending_agent_is_looked_for_on_the_queue_once_per_period(repository: Repository) -> None:
+    """The claim is a look, not a send: the sweeper sends again only an agent whose
+    message is gone (tests/integration/test_direct_enqueue.py)."""
     user, _ = repository.users.create("pending")
     long_ago = utcnow() - timedelta(minutes=5)
     waited: list[Agent] = []

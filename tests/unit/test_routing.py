@@ -148,27 +148,22 @@ class SweepRepository:
         return []
 
 
-class Queues:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
+def test_the_sweep_sends_again_on_its_models_queue_only_a_message_that_is_gone() -> None:
+    from jarvis_agents.dispatch import MemoryDispatcher
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = DEFAULT_QUEUE) -> None:
-        self.sent.append((task_id, queue))
-
-
-def test_the_sweep_queues_each_agent_on_its_models_queue_if_a_worker_takes_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
     a1, b1, a2, c1 = (uuid.uuid4() for _ in range(4))
     repository = SweepRepository({a1: "a", b1: "b", a2: "a", c1: "c"}, stale=[a1, b1], pending=[a2, c1])
-    queues = Queues()
-    directory = Directory(set(), [WorkerAdvert("w", ("a", "c"), 10, 0)])
+    queues = MemoryDispatcher()
+    # b1's resume waits on b's queue (no worker takes b), as a2's message does on a's.
+    queues.enqueue(b1, task_id=f"{b1}:2", queue=queue_for("b"))
+    queues.enqueue(a2, task_id=str(a2), queue=queue_for("a"))
+    queues.enqueue(c1, task_id=str(c1), queue=queue_for("b"))  # on another queue: not c's
     runner = AgentRunner(repository=repository, store=None, executor=None, events=None,  # type: ignore[arg-type]
-                         dispatcher=queues, settings=Settings.from_env({}), directory=directory)  # type: ignore[arg-type]
-    assert runner.sweeper.sweep() == 3
-    # b's agent waits for a worker that takes b: a copy a minute would only pile up
-    assert queues.sent == [(f"{a1}:2", queue_for("a")), (str(a2), queue_for("a")),
-                           (str(c1), queue_for("c"))]
+                         dispatcher=queues, settings=Settings.from_env({}))
+    assert runner.sweeper.sweep() == 2
+    sent = [(q.task_id, q.queue) for q in queues.queued[3:]]
+    assert sent == [(f"{a1}:2", queue_for("a")), (str(c1), queue_for("c"))]
+    assert runner.sweeper.sweep() == 0  # each is on its queue now: no copies pile up
 
 
 class FakeRedis:
