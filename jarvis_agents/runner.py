@@ -276,11 +276,15 @@ class AgentRunner:
                 self._failed("heartbeat", exc)
 
     def _sweep_loop(self) -> None:
-        while not self._stopping.wait(self.settings.heartbeat_interval_s):
+        # The first sweep at once: a worker started after a restart sends again what the
+        # last one handed back, if the message went with Redis, without an interval's wait.
+        while True:
             try:
                 self.sweeper.sweep()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 self._failed("sweep", exc)
+            if self._stopping.wait(self.settings.heartbeat_interval_s):
+                return
 
     def _failed(self, what: str, exc: Exception) -> None:
         if is_database_outage(exc):

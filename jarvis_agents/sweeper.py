@@ -67,15 +67,17 @@ class Sweeper:
         """Queue again the agents whose message is gone; returns how many were sent.
 
         Each is claimed in SQL (AgentStore.requeue_*) before its queue is read, once per
-        period however many workers sweep at once: a lost worker's or a handed-back one's
-        once per staleness period, a PENDING one's once per JARVIS_PENDING_REQUEUE.
+        period however many workers sweep at once: a lost worker's once per staleness
+        period, a handed-back one's once per interval (its worker enqueued it; a Redis
+        restart may have lost it), a PENDING one's once per JARVIS_PENDING_REQUEUE.
         """
         now = utcnow()
         due: list[_Due] = []
         outage_grace_s = OUTAGE_GRACE_INTERVALS * self.settings.heartbeat_interval_s
         if time.monotonic() - self.last_outage() >= outage_grace_s:
             stale = self.repository.requeue_stale_running(
-                stale_before=now - timedelta(seconds=self.settings.heartbeat_stale_s))
+                stale_before=now - timedelta(seconds=self.settings.heartbeat_stale_s),
+                handed_back_before=now - timedelta(seconds=self.settings.heartbeat_interval_s))
             due += [_Due(agent_id, f"{agent_id}:{attempt + 1}",
                          "was handed back" if handed_back else "lost its worker", pending=False)
                     for agent_id, attempt, handed_back in stale]

@@ -115,7 +115,8 @@ class AgentStore(Protocol):
         ...
 
     def requeue_stale_running(
-        self, *, stale_before: datetime, limit: int = 100
+        self, *, stale_before: datetime, handed_back_before: datetime | None = None,
+        limit: int = 100,
     ) -> list[tuple[uuid.UUID, int, bool]]:
         """Claim the RUNNING agents whose attempt is gone: (id, attempt, handed back)."""
         ...

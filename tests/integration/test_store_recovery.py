@@ -73,6 +73,23 @@ def test_a_stale_agent_is_requeued_once_however_many_sweepers_race(repository: R
     assert alive.id not in {agent_id for agent_id, _, _ in again}
 
 
+def test_a_handed_back_agent_is_looked_at_within_an_interval(repository: Repository) -> None:
+    user, _ = repository.users.create("handed")
+    handed_back = running(repository, user.id)
+    assert repository.release(handed_back.id, 1)
+    stale = running(repository, user.id)
+    now = utcnow()
+    age(repository, stale.id, heartbeat_at=now - timedelta(seconds=10), updated_at=now - timedelta(seconds=10))
+    age(repository, handed_back.id, heartbeat_at=None, updated_at=now - timedelta(seconds=10))
+    # Its worker enqueued it: a sweep looks only after an interval, not a staleness period.
+    def claim() -> list[tuple[uuid.UUID, int, bool]]:
+        return repository.requeue_stale_running(
+            stale_before=now - timedelta(seconds=30), handed_back_before=now - timedelta(seconds=5))
+
+    assert claim() == [(handed_back.id, 1, True)]  # the stale-ish one beat 10 s ago: alive
+    assert claim() == []  # looked at: not again within the interval
+
+
 def test_a_pending_agent_is_looked_for_on_the_queue_once_per_period(repository: Repository) -> None:
     """The claim is a look, not a send: the sweeper sends again only an agent whose
     message is gone (tests/integration/test_direct_enqueue.py)."""

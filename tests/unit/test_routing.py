@@ -135,7 +135,8 @@ class SweepRepository:
         self.stale = stale
         self.pending = pending
 
-    def requeue_stale_running(self, *, stale_before: Any) -> list[tuple[uuid.UUID, int, bool]]:
+    def requeue_stale_running(self, *, stale_before: Any,
+                              handed_back_before: Any) -> list[tuple[uuid.UUID, int, bool]]:
         return [(agent_id, 1, False) for agent_id in self.stale]
 
     def requeue_pending(self, *, untouched_before: Any) -> list[tuple[uuid.UUID, str]]:
