@@ -62,11 +62,11 @@ def create_app(
         closers.append(repository.engine.dispose)
         # The streams' hub is the bus's subscribe side: one pub/sub connection.
         hub = event_hub(redis, repository, timing)
+        directory = QueueDirectory(redis, idle_s=settings.model_idle_s)
         service = AgentService(
             repository=repository,
             settings=settings,
-            dispatcher=traced_dispatcher(
-                CeleryDispatcher(create_celery(settings), directory=QueueDirectory(redis))),
+            dispatcher=traced_dispatcher(CeleryDispatcher(create_celery(settings), directory=directory)),
             events=RedisEventBus(redis, hub=hub),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),

@@ -215,6 +215,10 @@ class Executor:
             self.settled = {**self.settled, agent.model: mode}
         return replace(agent, mode=mode)
 
+    def forget(self, model: str) -> None:
+        """Forget the mode `model`'s agents settled on (the model is no longer in use)."""
+        self.settled = {m: mode for m, mode in self.settled.items() if m != model}
+
     def _still_owned(self, agent: Agent) -> bool:
         current = self.store.get(agent.id)
         if current is not None and current.status is AgentStatus.RUNNING and current.attempt == agent.attempt:
