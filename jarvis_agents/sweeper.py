@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Heartbeat intervals after the database last failed here during which the sweeper
 # takes no heartbeat for stale: live workers need about one to beat again.
 OUTAGE_GRACE_INTERVALS = 3
+LOST = "lost its worker"  # a sweep's reason that is worth a warning
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Sweeper:
                 stale_before=now - timedelta(seconds=self.settings.heartbeat_stale_s),
                 handed_back_before=now - timedelta(seconds=self.settings.heartbeat_interval_s))
             due += [_Due(agent_id, f"{agent_id}:{attempt + 1}",
-                         "was handed back" if handed_back else "lost its worker", pending=False)
+                         "was handed back" if handed_back else LOST, pending=False)
                     for agent_id, attempt, handed_back in stale]
         self._expire_approvals(now)
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
@@ -97,8 +98,9 @@ class Sweeper:
             except DependencyUnavailable:
                 self._forget([d for d in unsent[done:] if d.pending])
                 raise
-            log.info("agent %s %s and its message is no longer queued; queued again (task %s)",
-                     item.agent_id, item.why, item.task_id)
+            log.log(logging.WARNING if item.why == LOST else logging.INFO,
+                    "agent %s %s and its message is no longer queued; queued again (task %s)",
+                    item.agent_id, item.why, item.task_id)
         return len(unsent)
 
     def _not_queued(self, due: Sequence[_Due], models: Mapping[uuid.UUID, str]) -> set[str]:
