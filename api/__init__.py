@@ -65,11 +65,11 @@ def create_app(
         hub = event_hub(redis, repository, timing)
         known_models = KnownModels.from_settings(settings)
         closers.append(known_models.close)
+        directory = QueueDirectory(redis, idle_s=settings.model_idle_s)
         service = AgentService(
             repository=repository,
             settings=settings,
-            dispatcher=traced_dispatcher(
-                CeleryDispatcher(create_celery(settings), directory=QueueDirectory(redis))),
+            dispatcher=traced_dispatcher(CeleryDispatcher(create_celery(settings), directory=directory)),
             events=RedisEventBus(redis, hub=hub),
             tool_names=tools,
             webhook_check=lambda url: check_webhook_url(url, settings),

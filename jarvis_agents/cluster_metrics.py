@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,17 @@ class ClusterMetrics:
                 key = (name, labels, part)
                 pending[key] = pending.get(key, 0.0) + amount
 
+    def forget(self, model: str) -> None:
+        """Drop what was counted of `model`, here and in Redis (it is no longer in use):
+        a flush after the prune that unlisted it would have put its series back."""
+        with self._lock:
+            self._pending = {key: amount for key, amount in self._pending.items()
+                             if _model_of(key[0], key[1]) != model}
+        try:
+            forget_models(self.redis, {model})
+        except Exception as exc:  # noqa: BLE001 - the prune that unlisted it deleted them
+            log.warning("could not delete the figures of the model '%s': %s", model, exc)
+
     def _add(self, key: _Key, amount: float) -> None:
         with self._lock:
             self._pending[key] = self._pending.get(key, 0.0) + amount
@@ -127,6 +138,30 @@ class ClusterMetrics:
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_s):
             self.flush()
+
+
+def _model_of(name: str, labels: tuple[str, ...] | list[str]) -> str | None:
+    """The value of a figure's `model` label; None if it has none."""
+    spec = SPECS.get(name)
+    if spec is None or "model" not in spec.labels or len(labels) != len(spec.labels):
+        return None
+    return labels[spec.labels.index("model")]
+
+
+def forget_models(redis_client: Any, models: Collection[str]) -> int:
+    """Delete every summed figure of these models, so that /metrics shows no series of
+    them; one pass over the hash (models are pruned rarely). Returns how many went."""
+    gone = []
+    for raw_field, _ in redis_client.hscan_iter(METRICS_KEY):
+        try:
+            name, labels, _part = json.loads(raw_field)
+        except ValueError:
+            continue
+        if _model_of(name, labels) in models:
+            gone.append(raw_field)
+    if gone:
+        redis_client.hdel(METRICS_KEY, *gone)
+    return len(gone)
 
 
 def read_families(redis_client: Any) -> Iterator[Metric]:
@@ -181,3 +216,8 @@ class ClusterTimings:
     def tokens(self, model: str, *, input_tokens: int, output_tokens: int) -> None:
         # Into this process's registry only: GovernedModel counts them for the cluster.
         self.inner.tokens(model, input_tokens=input_tokens, output_tokens=output_tokens)
+
+    def forget(self, model: str) -> None:
+        """Drop `model`'s series here and its counts not flushed yet."""
+        self.inner.forget(model)
+        self.metrics.forget(model)

@@ -18,10 +18,10 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
-    from jarvis_agents.cluster_metrics import ClusterMetrics
+    from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.dispatch import Dispatcher
+    from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
-    from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -91,6 +91,16 @@ class WorkerComponents:
     redis: Any
     metrics: ClusterMetrics
     slots: ModelSlots | None  # None without JARVIS_MODEL_CONCURRENCY
+    router: ModelRouter
+    timings: ClusterTimings
+
+    def forget_model(self, model: str) -> None:
+        """Drop what this process keeps of a model no longer in use (README, Routing by
+        model and caps): the mode its agents settled on, what its server said it can do,
+        its metric series."""
+        self.runner.executor.forget(model)
+        self.router.forget(model)
+        self.timings.forget(model)
 
     def start_background(self) -> None:
         """The runner's threads, the webhook dispatcher's, the metrics' flush and the
@@ -114,11 +124,8 @@ class WorkerComponents:
         self.redis.close()
 
 
-def build_worker(
-    settings: Settings, dispatcher: Dispatcher, *, directory: QueueDirectory | None = None,
-) -> WorkerComponents:
-    """A worker's pieces; `directory` (routing) lets its sweeper skip the agents of models
-    no live worker takes."""
+def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
+    """A worker's pieces."""
     from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
@@ -150,6 +157,7 @@ def build_worker(
     store = OutageTolerantStore(repository, budget_s=settings.outage_budget_s)
     # With tracing on, the model's and the tools' calls and each attempt are spans.
     router = ModelRouter.from_settings(settings)
+    timings = ClusterTimings(PrometheusTimings(), metrics)
     executor = tracing.traced_executor(Executor(
         store=store,
         model=tracing.traced_model(
@@ -159,13 +167,14 @@ def build_worker(
         events=events,
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
         approvals=ApprovalGate(settings.approve_tools),
-        timings=ClusterTimings(PrometheusTimings(), metrics),
+        timings=timings,
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings, directory=directory,
+        dispatcher=dispatcher, settings=settings,
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
-    return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots)
+    return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
+                            router, timings)

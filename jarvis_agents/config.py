@@ -32,6 +32,9 @@ DEFAULT_WORKER_CONCURRENCY = 1000
 # TIMEOUT_S = 5 s per connect, send and read). Only tests shorten them.
 WEBHOOK_RETRY_DELAYS_S: tuple[float, ...] = (5, 30, 60, 120, 300)
 WEBHOOK_LEASE_S = 20.0
+# A model that has had nothing PENDING or RUNNING this long has no queue, consumer or
+# state left in any worker, and no series in /metrics (routing.py). Only tests shorten it.
+MODEL_IDLE_S = 600.0
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -93,6 +96,7 @@ class Settings:
     approval_timeout_s: float = 86400.0
     # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
     model_concurrency: tuple[tuple[str, int], ...] = ()
+    model_idle_s: float = MODEL_IDLE_S  # JARVIS_MODEL_IDLE, for tests only
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -187,6 +191,7 @@ class Settings:
             ),
             approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
             model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
+            model_idle_s=_float(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

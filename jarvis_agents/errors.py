@@ -10,6 +10,12 @@ def first_line(exc: BaseException | None) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def internal_error(exc: BaseException) -> str:
+    """The `error` of an agent that a bug of ours (`exc`) failed: its type and message."""
+    kind, message = type(exc).__name__, first_line(exc)
+    return f"internal error: {kind}" + (f": {message}" if message != kind else "")
+
+
 class JarvisError(Exception):
     """Raised for every failure the system itself recognises; the base of the tree."""
 

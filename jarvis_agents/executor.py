@@ -29,7 +29,7 @@ from typing import Protocol
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
 from jarvis_agents.approvals import ApprovalGate, call_id_of, wait
-from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout
+from jarvis_agents.errors import Cancelled, ModelError, StaleAttempt, StepTimeout, internal_error
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import (
     Agent,
@@ -45,6 +45,7 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.llm.base import ChatModel
 from jarvis_agents.modes import Strategy, settle, strategy_for
+from jarvis_agents.retry import is_infrastructure_fault
 from jarvis_agents.threads import with_context
 from jarvis_agents.timings import NoTimings, Timings
 from jarvis_agents.tools.base import idempotency_key
@@ -196,6 +197,12 @@ class Executor:
         except (Cancelled, StaleAttempt) as exc:
             log.info("agent %s attempt %s stopped: %s", agent.id, agent.attempt, exc)
             return None
+        except Exception as exc:
+            if is_infrastructure_fault(exc):
+                raise  # left to be resumed, as a lost worker's attempt is
+            # A bug of ours: resumed elsewhere it would fail again (README, How it works).
+            log.exception("agent %s attempt %s: internal error", agent.id, agent.attempt)
+            return self._fail(agent, state, StopReason.INTERNAL_ERROR, internal_error(exc))
 
     def _settle(self, agent: Agent, deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent:
         """The agent in the mode it runs in, recorded once an `auto` agent has one."""
@@ -208,6 +215,10 @@ class Executor:
         if agent.model not in self.settled:
             self.settled = {**self.settled, agent.model: mode}
         return replace(agent, mode=mode)
+
+    def forget(self, model: str) -> None:
+        """Forget the mode `model`'s agents settled on (the model is no longer in use)."""
+        self.settled = {m: mode for m, mode in self.settled.items() if m != model}
 
     def _still_owned(self, agent: Agent) -> bool:
         current = self.store.get(agent.id)

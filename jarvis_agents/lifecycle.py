@@ -62,6 +62,7 @@ class StopReason(str, Enum):
     CANCELLED = "cancelled"
     APPROVAL_TIMEOUT = "approval_timeout"
     INVALID_OUTPUT = "invalid_output"
+    INTERNAL_ERROR = "internal_error"  # a bug of the system's own, not a fault around it
 
 
 class AgentMode(str, Enum):

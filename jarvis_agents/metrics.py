@@ -66,3 +66,9 @@ class PrometheusTimings:
             self._child(MODEL_TOKENS, model, "input").inc(input_tokens)
         if output_tokens:
             self._child(MODEL_TOKENS, model, "output").inc(output_tokens)
+
+    def forget(self, model: str) -> None:
+        """Remove `model`'s series from this process's registry (it is no longer in use)."""
+        for direction in ("input", "output"):
+            MODEL_TOKENS.remove(model, direction)
+            self._children.pop((MODEL_TOKENS, (model, direction)), None)

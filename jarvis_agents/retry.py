@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import (
     AsyncRetrying,
@@ -33,7 +35,7 @@ from tenacity import (
     wait_random,
 )
 
-from jarvis_agents.errors import JarvisError, ModelError, first_line
+from jarvis_agents.errors import DependencyUnavailable, JarvisError, ModelError, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +101,18 @@ def is_database_outage(exc: BaseException) -> bool:
     if isinstance(exc, (OperationalError, InterfaceError)):
         return True
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def is_infrastructure_fault(exc: BaseException) -> bool:
+    """Whether `exc` says a service around the system failed (the database, Redis, the
+    network), rather than the system itself.
+
+    An attempt that ends on one is left to be resumed, as a lost worker's is; any other
+    unexpected exception is a bug, and fails its agent with `internal_error`.
+    """
+    return is_database_outage(exc) or isinstance(exc, (
+        DependencyUnavailable, RedisConnectionError, RedisTimeoutError, ConnectionError,
+        TimeoutError))
 
 
 def database_outage_policy(

@@ -14,12 +14,18 @@ intervals, listed in `WORKERS_KEY`), with the models they take (None: all of the
 worker that dies stops being advertised when its key expires; one that stops warmly
 withdraws at once. The API reads the adverts for `/readyz` and the metrics.
 
-A model stays listed while it is in use and is unlisted (`QueueDirectory.prune`, by the
-workers every PRUNE_EVERY_S) once no live worker names it, none of its agents is
-PENDING, nothing is on its queue, and nobody listed it for PRUNE_AFTER_S. Each listing is
-stamped (`SEEN_KEY`), and a process lists a model again at its first enqueue more than
-RELIST_S after its last listing; so once a model's stamp is older than PRUNE_AFTER_S, no
-process trusts an old listing of it, and whoever queues for it next lists it again.
+A model stays listed while it is in use, and nothing is kept of it once it is not: after
+MODEL_IDLE_S (10 minutes) with nothing PENDING or RUNNING, no worker consumes its queue
+or keeps any state of it, and `/metrics` has no series of it. Each listing is stamped
+(`SEEN_KEY`), and a process lists a model again at its first enqueue more than
+`relist_s` after its last listing. Every `prune_every_s` each worker lists and stamps
+again the models with agents PENDING or RUNNING (a Redis restarted empty lists them
+again so), and unlists (`QueueDirectory.prune`) those no live worker names, with nothing
+on their queue, whose stamp is older than `prune_after_s`: by then no process trusts an
+old listing of it, and whoever queues for it next lists it again. Their figures go with
+them. A worker that takes every model stops consuming a model's queue, and forgets what
+it keeps of the model, once the model has been unlisted for `forget_after_s`: longer
+than a prune period, so a model in use that lost its listing is listed again first.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jarvis_agents.cluster_metrics import forget_models
+from jarvis_agents.config import MODEL_IDLE_S
+
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE = "jarvis-agents"  # a worker without --models consumes it too
@@ -40,12 +49,15 @@ QUEUES_KEY = "jarvis:model-queues"  # set: the models whose queue is in use
 SEEN_KEY = "jarvis:model-queues:seen"  # sorted set: model -> when last listed (Unix s)
 WORKERS_KEY = "jarvis:workers"  # set: names of workers that advertised themselves
 WORKER_KEY = "jarvis:worker:"  # + name: the advert (JSON), with a TTL
-# How long a process trusts that a model's queue is still listed before it lists it
-# again: Redis may have restarted empty (no persistence) meanwhile.
-RELIST_S = 60.0
-# A listing older than this is trusted by no process (> RELIST_S, with room for clocks).
+# With the default MODEL_IDLE_S, what a QueueDirectory derives from it: how long a process
+# trusts that a model's queue is still listed before it lists it again (Redis may have
+# restarted empty meanwhile); a stamp older than PRUNE_AFTER_S is trusted by no process
+# (> RELIST_S, with room for clocks). A model idle since t0 is unlisted by t0 + 240 s
+# (a stamp up to a prune period old, PRUNE_AFTER_S, a prune period) and forgotten by
+# every worker 120 s later: within the 10 minutes.
+RELIST_S = MODEL_IDLE_S / 10
 PRUNE_AFTER_S = 3 * RELIST_S
-PRUNE_EVERY_S = 60.0
+PRUNE_EVERY_S = MODEL_IDLE_S / 10
 
 # KEYS: the listed set, the stamps. ARGV: the cutoff, then models and their queues.
 # Unlists each model whose stamp is older than the cutoff and whose queue is empty, in one
@@ -104,22 +116,29 @@ class QueueDirectory:
 
     def __init__(
         self, redis_client: Any, *, clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] = time.time, idle_s: float = MODEL_IDLE_S,
     ) -> None:
         self.redis = redis_client
         self.clock = clock
         self.wall = wall  # the listings' stamps: shared by processes, so Unix time
+        # Every process of a system must be given the same idle_s (Settings.model_idle_s).
+        self.relist_s = idle_s * RELIST_S / MODEL_IDLE_S
+        self.prune_after_s = idle_s * PRUNE_AFTER_S / MODEL_IDLE_S
+        self.prune_every_s = idle_s * PRUNE_EVERY_S / MODEL_IDLE_S
+        self.forget_after_s = 2 * self.prune_every_s
         self._listed: dict[str, float] = {}  # model -> when this process last listed it
         self._lock = threading.Lock()
 
     # --- queues --------------------------------------------------------------------
 
     def list_queue(self, model: str) -> None:
-        """Record that `model`'s queue is in use (a Redis call at most once a minute)."""
+        """Record that `model`'s queue is in use (a Redis call at most once a relist_s)."""
         now = self.clock()
         with self._lock:
-            if now - self._listed.get(model, -RELIST_S) < RELIST_S:
+            if now - self._listed.get(model, -self.relist_s) < self.relist_s:
                 return
+            # Listings this process no longer trusts are kept no longer either.
+            self._listed = {m: at for m, at in self._listed.items() if now - at < self.relist_s}
             self._listed[model] = now
         try:
             pipe = self.redis.pipeline(transaction=False)
@@ -130,6 +149,11 @@ class QueueDirectory:
             with self._lock:
                 self._listed.pop(model, None)
             raise
+
+    def forget(self, model: str) -> None:
+        """Forget this process's listing of `model` (a worker forgets the model)."""
+        with self._lock:
+            self._listed.pop(model, None)
 
     def models(self) -> set[str]:
         """The models whose queue is in use."""
@@ -143,24 +167,28 @@ class QueueDirectory:
             pipe.llen(queue_for(model))
         return dict(zip(models, (int(n) for n in pipe.execute()), strict=True))
 
-    def prune(self, pending: Callable[[], Iterable[str]]) -> list[str]:
-        """Unlist the models no live worker names, listed by nobody for PRUNE_AFTER_S,
-        with nothing on their queue and no PENDING agent (`pending`: the models that have
-        one, asked only when some model may go). Returns the models unlisted."""
+    def prune(self, busy: Callable[[], Iterable[str]]) -> list[str]:
+        """List and stamp again the models `busy` names (those with agents PENDING or
+        RUNNING); unlist the models no live worker names, stamped more than
+        prune_after_s ago, with nothing on their queue, and drop their figures.
+        Returns the models unlisted."""
+        in_use = set(busy())
         named = {m for worker in self.workers() for m in worker.models or ()}
         now = self.wall()
         pipe = self.redis.pipeline(transaction=False)
+        if in_use:
+            pipe.sadd(QUEUES_KEY, *in_use)
+            pipe.zadd(SEEN_KEY, dict.fromkeys(in_use, now))
         pipe.smembers(QUEUES_KEY)
         pipe.zrange(SEEN_KEY, 0, -1, withscores=True)
-        listed, stamps = pipe.execute()
+        listed, stamps = pipe.execute()[-2:]
         seen = {_text(m): score for m, score in stamps}
         unstamped = {m: now for m in map(_text, listed) if m not in seen}
         if unstamped:  # listed before stamps were kept: from now on, then
             self.redis.zadd(SEEN_KEY, unstamped, nx=True)
-        cutoff = now - PRUNE_AFTER_S
-        stale = sorted(m for m, stamp in seen.items() if stamp < cutoff and m not in named)
-        if stale:
-            stale = sorted(set(stale) - set(pending()))
+        cutoff = now - self.prune_after_s
+        stale = sorted(m for m, stamp in seen.items()
+                       if stamp < cutoff and m not in named and m not in in_use)
         if not stale:
             return []
         args: list[Any] = [cutoff]
@@ -169,6 +197,7 @@ class QueueDirectory:
         script = self.redis.register_script(_PRUNE)
         pruned = [_text(m) for m in script(keys=[QUEUES_KEY, SEEN_KEY], args=args)]
         if pruned:
+            forget_models(self.redis, pruned)
             log.info("model queues no longer in use, unlisted: %s", ", ".join(pruned))
         return pruned
 
@@ -215,16 +244,22 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _ignore(_: str) -> None:
+    pass
+
+
 class WorkerPresence:
     """A worker's side of routing: its advert, renewed each interval, and for a worker
-    that takes every model, a subscription to each model's queue as it is listed."""
+    that takes every model, a subscription to each model's queue while it is listed."""
 
-    FOLLOW_S = 0.5  # how often a worker that takes every model looks for new queues
+    FOLLOW_S = 0.5  # how often a worker that takes every model looks at the listing
 
     def __init__(
         self, directory: QueueDirectory, *, name: str, models: tuple[str, ...] | None,
         concurrency: int, running: Callable[[], int], subscribe: Callable[[str], None],
-        interval_s: float, pending_models: Callable[[], Iterable[str]] | None = None,
+        interval_s: float, busy_models: Callable[[], Iterable[str]] | None = None,
+        unsubscribe: Callable[[str], None] = _ignore, forget: Callable[[str], None] = _ignore,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = directory
         self.name = name
@@ -232,9 +267,13 @@ class WorkerPresence:
         self.concurrency = concurrency
         self.running = running  # agents running here now
         self.subscribe = subscribe  # start consuming this queue
+        self.unsubscribe = unsubscribe  # stop consuming this queue
+        self.forget = forget  # drop what this process keeps of this model
         self.interval_s = interval_s
-        self.pending_models = pending_models  # models with PENDING agents (None: no pruning)
+        self.busy_models = busy_models  # models with PENDING or RUNNING agents (None: no pruning)
+        self.clock = clock
         self.subscribed: set[str] = set(models or ())
+        self._unlisted_since: dict[str, float] = {}  # subscribed models not listed, since when
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -268,13 +307,24 @@ class WorkerPresence:
             ttl_s=self.ttl_s)
 
     def follow(self) -> None:
-        """Start consuming the queues of models listed since the last look."""
+        """Start consuming the queues of models listed since the last look; stop, and
+        forget the model, once one has been unlisted for the directory's forget_after_s."""
         if self.models is not None:
             return
-        for model in sorted(self.directory.models() - self.subscribed):
+        listed, now = self.directory.models(), self.clock()
+        for model in sorted(listed - self.subscribed):
             self.subscribe(queue_for(model))
             self.subscribed.add(model)
             log.info("now taking agents of the model '%s' too", model)
+        self._unlisted_since = {m: self._unlisted_since.get(m, now) for m in self.subscribed - listed}
+        for model, since in sorted(self._unlisted_since.items()):
+            if now - since >= self.directory.forget_after_s:
+                self.unsubscribe(queue_for(model))
+                self.subscribed.discard(model)
+                del self._unlisted_since[model]
+                self.directory.forget(model)
+                self.forget(model)
+                log.info("no longer taking agents of the model '%s': it is not in use", model)
 
     def _loop(self) -> None:
         renewed_at = -float("inf")
@@ -285,9 +335,10 @@ class WorkerPresence:
                     self.renew()
                     renewed_at = time.monotonic()
                 self.follow()
-                if self.pending_models is not None and time.monotonic() - pruned_at >= PRUNE_EVERY_S:
+                due = time.monotonic() - pruned_at >= self.directory.prune_every_s
+                if self.busy_models is not None and due:
                     pruned_at = time.monotonic()
-                    self.directory.prune(self.pending_models)
+                    self.directory.prune(self.busy_models)
             except Exception as exc:  # noqa: BLE001 - Redis restarts: the next round tries again
                 log.warning("worker presence: %s", exc)
             if self._stop.wait(self.FOLLOW_S if self.models is None else self.interval_s):

@@ -32,7 +32,7 @@ from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
 from jarvis_agents.retry import is_database_outage
-from jarvis_agents.routing import QueueDirectory, queue_for
+from jarvis_agents.routing import queue_for
 from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.sweeper import Sweeper
@@ -70,7 +70,6 @@ class AgentRunner:
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
-        directory: QueueDirectory | None = None,
     ) -> None:
         # The heartbeat and the sweeper use the repository; an agent's own calls go
         # through `store`, which retries them through a database outage.
@@ -89,8 +88,7 @@ class AgentRunner:
         self._threads: list[threading.Thread] = []
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
         self.sweeper = Sweeper(repository=repository, dispatcher=dispatcher, events=events,
-                               settings=settings, directory=directory,
-                               last_outage=lambda: self._database_failed_at)
+                               settings=settings, last_outage=lambda: self._database_failed_at)
         # The cancel listener: whether it is subscribed, how often it (re)connected,
         # and when it last heard a cancel (time.monotonic()).
         self._listening = threading.Event()
@@ -278,11 +276,15 @@ class AgentRunner:
                 self._failed("heartbeat", exc)
 
     def _sweep_loop(self) -> None:
-        while not self._stopping.wait(self.settings.heartbeat_interval_s):
+        # The first sweep at once: a worker started after a restart sends again what the
+        # last one handed back, if the message went with Redis, without an interval's wait.
+        while True:
             try:
                 self.sweeper.sweep()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 self._failed("sweep", exc)
+            if self._stopping.wait(self.settings.heartbeat_interval_s):
+                return
 
     def _failed(self, what: str, exc: Exception) -> None:
         if is_database_outage(exc):

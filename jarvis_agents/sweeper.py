@@ -1,10 +1,13 @@
 """The sweeper: every worker queues again what its queue no longer holds.
 
-Each period (the heartbeat interval) it re-enqueues the agents whose worker died (a
-stale heartbeat) or handed them back, and the agents whose message may be lost (an
-enqueue that failed while the broker was down, or one a killed worker had taken); it
-also FAILS the agents that waited too long for a person. Every agent is claimed in SQL
-first, so however many workers sweep at once each is queued once per period.
+Each period (the heartbeat interval) it looks at the agents whose message may be gone:
+those whose worker died (a stale heartbeat) or handed them back, and the PENDING ones
+whose enqueue failed or that waited long (their message may have died with a worker
+that had taken it, or with a Redis that restarted). It sends again only those whose
+message is no longer on their queue (Dispatcher.not_queued), so the queue holds one
+message per agent however long it waits (README, How it works). It also
+FAILS the agents that waited too long for a person. Every agent is claimed in SQL
+first, so however many workers sweep at once each is looked at once per period.
 
 A sweeper that has just seen the database fail judges no heartbeat for a few intervals
 after: every worker's heartbeats failed during the outage too, and need an interval to
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jarvis_agents import approvals
@@ -24,7 +29,7 @@ from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import EventBus
 from jarvis_agents.lifecycle import utcnow
-from jarvis_agents.routing import QueueDirectory, queue_for
+from jarvis_agents.routing import queue_for
 from jarvis_agents.store.interface import AgentStore
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,17 @@ log = logging.getLogger(__name__)
 # Heartbeat intervals after the database last failed here during which the sweeper
 # takes no heartbeat for stale: live workers need about one to beat again.
 OUTAGE_GRACE_INTERVALS = 3
+LOST = "lost its worker"  # a sweep's reason that is worth a warning
+
+
+@dataclass(frozen=True)
+class _Due:
+    """An agent whose message may be gone, and the task id it would be sent under."""
+
+    agent_id: uuid.UUID
+    task_id: str
+    why: str  # for the log: "lost its worker", "was handed back", "was PENDING"
+    pending: bool
 
 
 class Sweeper:
@@ -40,58 +56,68 @@ class Sweeper:
 
     def __init__(
         self, *, repository: AgentStore, dispatcher: Dispatcher, events: EventBus,
-        settings: Settings, directory: QueueDirectory | None, last_outage: Callable[[], float],
+        settings: Settings, last_outage: Callable[[], float],
     ) -> None:
         self.repository = repository
         self.dispatcher = dispatcher
         self.events = events
         self.settings = settings
-        self.directory = directory  # who serves which model; None: take every model as served
         self.last_outage = last_outage
 
     def sweep(self) -> int:
-        """Queue again the agents whose attempt is gone or whose message may be lost.
+        """Queue again the agents whose message is gone; returns how many were sent.
 
-        Each agent is claimed in SQL before its enqueue, once per period, however many
-        workers sweep at once (AgentStore.requeue_*). Returns how many were queued.
+        Each is claimed in SQL (AgentStore.requeue_*) before its queue is read, once per
+        period however many workers sweep at once: a lost worker's once per staleness
+        period, a handed-back one's once per interval (its worker enqueued it; a Redis
+        restart may have lost it), a PENDING one's once per JARVIS_PENDING_REQUEUE.
         """
-        count = 0
         now = utcnow()
-        stale_before = now - timedelta(seconds=self.settings.heartbeat_stale_s)
+        due: list[_Due] = []
         outage_grace_s = OUTAGE_GRACE_INTERVALS * self.settings.heartbeat_interval_s
-        served = self._served_models()
         if time.monotonic() - self.last_outage() >= outage_grace_s:
-            stale = self.repository.requeue_stale_running(stale_before=stale_before)
-            models = self.repository.models_of([agent_id for agent_id, _, _ in stale])
-            for agent_id, attempt, handed_back in stale:
-                if not served(models.get(agent_id)):
-                    continue  # another sweep queues it once a worker takes its model
-                if handed_back:
-                    log.info("agent %s was handed back (attempt %s); re-enqueueing", agent_id, attempt)
-                else:
-                    log.warning("agent %s lost its worker (attempt %s); re-enqueueing", agent_id, attempt)
-                self.dispatcher.enqueue(agent_id, task_id=f"{agent_id}:{attempt + 1}",
-                                        queue=queue_for(models.get(agent_id)))
-                count += 1
+            stale = self.repository.requeue_stale_running(
+                stale_before=now - timedelta(seconds=self.settings.heartbeat_stale_s),
+                handed_back_before=now - timedelta(seconds=self.settings.heartbeat_interval_s))
+            due += [_Due(agent_id, f"{agent_id}:{attempt + 1}",
+                         "was handed back" if handed_back else LOST, pending=False)
+                    for agent_id, attempt, handed_back in stale]
         self._expire_approvals(now)
-        # A message a killed worker had taken is gone with it (no unacked bookkeeping in
-        # Redis: workers.celery_app), and one whose enqueue failed was never sent; the
-        # claim's compare-and-set makes a duplicate a no-op. An agent whose model no live
-        # worker takes is not queued again: its message waits on its model's queue.
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
-        claimed = self.repository.requeue_pending(untouched_before=pending_before)
-        models = self.repository.models_of([agent_id for agent_id, _ in claimed])
-        claimed = [(agent_id, task_id) for agent_id, task_id in claimed if served(models.get(agent_id))]
-        for done, (agent_id, task_id) in enumerate(claimed):
+        due += [_Due(agent_id, task_id, "was PENDING", pending=True)
+                for agent_id, task_id in self.repository.requeue_pending(untouched_before=pending_before)]
+        if not due:
+            return 0
+        models = self.repository.models_of([d.agent_id for d in due])
+        gone = self._not_queued(due, models)  # Redis down: the next period looks again
+        unsent = [d for d in due if d.task_id in gone]
+        for done, item in enumerate(unsent):
             try:
-                self.dispatcher.enqueue(agent_id, task_id=task_id, queue=queue_for(models.get(agent_id)))
+                self.dispatcher.enqueue(item.agent_id, task_id=item.task_id,
+                                        queue=queue_for(models.get(item.agent_id)))
             except DependencyUnavailable:
-                for unsent, _ in claimed[done:]:
-                    self.repository.forget_task(unsent)  # for the next sweep
+                self._forget([d for d in unsent[done:] if d.pending])
                 raise
-            log.info("agent %s was not on the queue or waited long; re-enqueued", agent_id)
-            count += 1
-        return count
+            log.log(logging.WARNING if item.why == LOST else logging.INFO,
+                    "agent %s %s and its message is no longer queued; queued again (task %s)",
+                    item.agent_id, item.why, item.task_id)
+        return len(unsent)
+
+    def _not_queued(self, due: Sequence[_Due], models: Mapping[uuid.UUID, str]) -> set[str]:
+        """The task ids of `due` whose message is not on its model's queue: one look per queue."""
+        by_queue: dict[str, list[str]] = {}
+        for item in due:
+            by_queue.setdefault(queue_for(models.get(item.agent_id)), []).append(item.task_id)
+        gone: set[str] = set()
+        for queue, task_ids in by_queue.items():
+            gone |= self.dispatcher.not_queued(queue, task_ids)
+        return gone
+
+    def _forget(self, pending: Sequence[_Due]) -> None:
+        """These PENDING agents' sends failed (Redis down): the next sweep, not a period
+        later, sends them (an agent without a task id is claimed at once)."""
+        for item in pending:
+            self.repository.forget_task(item.agent_id)
 
     def _expire_approvals(self, now: datetime) -> int:
         """FAIL (`approval_timeout`) the agents that waited for a person too long."""
@@ -104,14 +130,3 @@ class Sweeper:
                 self.events.publish_status(failed)
                 expired += 1
         return expired
-
-    def _served_models(self) -> Callable[[str | None], bool]:
-        """Whether some live worker takes a model, as the adverts say now (routing)."""
-        if self.directory is None:
-            return lambda _model: True
-        try:
-            workers = self.directory.workers()
-        except Exception as exc:  # noqa: BLE001 - Redis down: the enqueues fail as well
-            log.warning("sweep: could not read the workers' adverts: %s", exc)
-            return lambda _model: True
-        return lambda model: model is None or any(w.takes(model) for w in workers)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Collection, Sequence
+from typing import Any, Final
 
 from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
@@ -29,6 +31,41 @@ QUEUE = DEFAULT_QUEUE  # a model's agents go to its own queue: jarvis_agents.rou
 # sweeper (the caller clears its task id): a create never waits long on Redis.
 ENQUEUE_RETRY: Final = {"max_retries": 3, "interval_start": 0.1, "interval_step": 0.5,
                         "interval_max": 1.0}
+# How many of a queue's messages `not_queued` reads at most, from the oldest on: a message
+# deeper than that is not known to be lost until the queue is shorter.
+LOOK_DEPTH = 1000
+LOOK_PAGE = 100
+
+# KEYS: the queue, a list kombu pushes on the left and workers take from the right; its
+# messages are JSON whose first `"id": "…"` is the task id (Celery's message protocol 2:
+# headers.id; tests/integration/test_direct_enqueue.py holds it to that). ARGV: the most
+# messages to read, then the task ids looked for. Reads from the oldest message on, a
+# page at a time, until every task id is found or that many were read; atomic, so no
+# message moves while it reads. Returns 1 if it read the whole queue (else 0), then the
+# task ids found.
+_LOOK = f"""
+local wanted, left = {{}}, #ARGV - 1
+for i = 2, #ARGV do wanted[ARGV[i]] = true end
+local found = {{0}}
+local length = redis.call('LLEN', KEYS[1])
+local limit = math.min(length, tonumber(ARGV[1]))
+local read = 0
+while left > 0 and read < limit do
+  local n = math.min({LOOK_PAGE}, limit - read)
+  local page = redis.call('LRANGE', KEYS[1], -read - n, -read - 1)
+  for j = #page, 1, -1 do
+    local at = string.find(page[j], '"id": "', 1, true)
+    local stop = at and string.find(page[j], '"', at + 7, true)
+    if stop then
+      local id = string.sub(page[j], at + 7, stop - 1)
+      if wanted[id] then wanted[id] = nil; left = left - 1; found[#found + 1] = id end
+    end
+  end
+  read = read + n
+end
+if read >= length then found[1] = 1 end
+return found
+"""
 
 
 def create_celery(settings: Settings) -> Celery:
@@ -86,6 +123,7 @@ class CeleryDispatcher:
     def __init__(self, app: Celery, *, directory: QueueDirectory | None = None) -> None:
         self.app = app
         self.directory = directory  # where a model's queue is listed as in use
+        self._look: Any = None  # the _LOOK script, registered at its first use
 
     def enqueue(
         self, agent_id: uuid.UUID, *, task_id: str, queue: str | None = None,
@@ -115,6 +153,22 @@ class CeleryDispatcher:
                 self.directory.list_queue(model)
             except Exception as exc:  # noqa: BLE001 - Redis down: the push fails as well
                 raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+
+    def not_queued(self, queue: str, task_ids: Collection[str]) -> set[str]:
+        """One script call: the task ids not among the queue's messages, if it read them
+        all (up to LOOK_DEPTH from the oldest; it stops once it found every one).
+        Without a directory (its Redis client) nothing can be told: none."""
+        if self.directory is None or not task_ids:
+            return set()
+        if self._look is None:
+            self._look = self.directory.redis.register_script(_LOOK)
+        try:
+            whole, *found = self._look(keys=[queue], args=[LOOK_DEPTH, *task_ids])
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise DependencyUnavailable(f"the task queue (Redis) is unreachable: {exc}") from None
+        if not whole:
+            return set()
+        return set(task_ids) - {t.decode() if isinstance(t, bytes) else t for t in found}
 
     def revoke(self, task_ids: Sequence[str]) -> None:
         try:

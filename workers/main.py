@@ -29,7 +29,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.routing import QueueDirectory, WorkerPresence
 
 if TYPE_CHECKING:
-    from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.components import WorkerComponents
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +113,12 @@ def celery_main(
     if tracing.configure(settings, service="jarvis-agents-worker"):
         instrument_celery()
     app = create_celery(settings)
-    directory = QueueDirectory(redis_client(settings, max_connections=10))
-    components = build_worker(settings, CeleryDispatcher(app, directory=directory), directory=directory)
+    directory = QueueDirectory(redis_client(settings, max_connections=10),
+                               idle_s=settings.model_idle_s)
+    components = build_worker(settings, CeleryDispatcher(app, directory=directory))
     app.jarvis = components  # the tasks reach the runner through their app
     components.start_background()
-    presence = worker_presence(app, settings, directory, components.runner, models)
+    presence = worker_presence(app, settings, directory, components, models)
     queues = [queue_for(model) for model in sorted(presence.subscribed)]
     if models is None:
         queues.insert(0, QUEUE)  # what was queued without a model (before routing)
@@ -161,24 +162,30 @@ def celery_main(
 
 
 def worker_presence(
-    app: Any, settings: Settings, directory: QueueDirectory, runner: AgentRunner,
+    app: Any, settings: Settings, directory: QueueDirectory, components: WorkerComponents,
     models: tuple[str, ...] | None,
 ) -> WorkerPresence:
     """This worker's advert and queues: those of `models`, or, without, the default
-    queue and every model's, new ones added as they are listed (jarvis_agents.routing)."""
+    queue and every model's, added as they are listed and dropped, with what the process
+    keeps of the model, once they are no longer (jarvis_agents.routing)."""
     import os
     import socket
 
     name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
+    runner = components.runner
 
     def subscribe(queue: str) -> None:
         # Celery's remote control, to this worker only: its consumer adds the queue.
         app.control.add_consumer(queue, destination=[name], reply=False)
 
+    def unsubscribe(queue: str) -> None:
+        app.control.cancel_consumer(queue, destination=[name], reply=False)
+
     presence = WorkerPresence(
         directory, name=name, models=models, concurrency=settings.worker_concurrency,
         running=runner.active, subscribe=subscribe, interval_s=settings.heartbeat_interval_s,
-        pending_models=lambda: runner.repository.statistics.pending_by_model().keys())
+        busy_models=runner.repository.statistics.busy_models, unsubscribe=unsubscribe,
+        forget=components.forget_model)
     if models is None:
         # The default model's queue is nearly always in use.
         presence.subscribed |= {settings.model, *directory.models()}

@@ -144,6 +144,12 @@ class OllamaChatModel(Closing):
                 self._capabilities[model] = found
             return found
 
+    def forget(self, model: str) -> None:
+        """Forget what the server said `model` can do (the model is no longer in use)."""
+        with self._lock:
+            self._capabilities.pop(model, None)
+            self._asking.pop(model, None)
+
     # --- one attempt -----------------------------------------------------------------
 
     @contextmanager

@@ -86,6 +86,15 @@ class ModelRouter(Closing):
         provider, name = self.route(model)
         return provider.capabilities(name, deadline=deadline, should_stop=should_stop)
 
+    def forget(self, model: str) -> None:
+        """Forget what this process keeps of `model`: what its server said it can do."""
+        try:
+            provider, name = split_model(model, default_provider=self.default_provider)
+        except ModelError:  # a name no server could have: nothing was kept of it
+            return
+        if provider == "ollama":
+            self.ollama.forget(name)
+
     # --- readiness and lifetime ------------------------------------------------------
 
     def ping(self, *, timeout_s: float = 2.0) -> dict[str, PingResult]:

@@ -111,11 +111,12 @@ class AgentStore(Protocol):
     def requeue_pending(
         self, *, untouched_before: datetime, limit: int = 100
     ) -> list[tuple[uuid.UUID, str]]:
-        """Claim the PENDING agents to put on the queue again: (id, task id) of each."""
+        """Claim the PENDING agents whose message to look for: (id, task id) of each."""
         ...
 
     def requeue_stale_running(
-        self, *, stale_before: datetime, limit: int = 100
+        self, *, stale_before: datetime, handed_back_before: datetime | None = None,
+        limit: int = 100,
     ) -> list[tuple[uuid.UUID, int, bool]]:
         """Claim the RUNNING agents whose attempt is gone: (id, attempt, handed back)."""
         ...

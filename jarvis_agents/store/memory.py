@@ -218,11 +218,17 @@ class MemoryStore:
         return [(agent.id, agent.task_id or "") for agent in stamped]
 
     def requeue_stale_running(
-        self, *, stale_before: datetime, limit: int = 100
+        self, *, stale_before: datetime, handed_back_before: datetime | None = None,
+        limit: int = 100,
     ) -> list[tuple[uuid.UUID, int, bool]]:
+        handed_back_before = handed_back_before or stale_before
+
         def stale(agent: Agent) -> bool:
-            return (agent.status is AgentStatus.RUNNING and _updated(agent) < stale_before
-                    and (agent.heartbeat_at is None or agent.heartbeat_at < stale_before))
+            if agent.status is not AgentStatus.RUNNING:
+                return False
+            if agent.heartbeat_at is None:
+                return _updated(agent) < handed_back_before
+            return agent.heartbeat_at < stale_before and _updated(agent) < stale_before
 
         return [(a.id, a.attempt, a.heartbeat_at is None) for a in self._stamp(stale, limit)]
 

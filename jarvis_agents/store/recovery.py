@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, String, case, cast, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, String, and_, case, cast, func, or_, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, utcnow
@@ -103,12 +103,14 @@ class Recovery:
             )
 
     def requeue_pending(self, *, untouched_before: datetime, limit: int = 100) -> list[tuple[uuid.UUID, str]]:
-        """Claim the PENDING agents to put on the queue again: (id, task id) of each.
+        """Claim the PENDING agents whose message to look for on the queue: (id, task
+        id) of each; the sweeper sends again those whose message is gone.
 
         Those not on it (their enqueue failed: task_id NULL) and those untouched since
-        `untouched_before` (their message may have died with a worker that had
-        prefetched it). Each is claimed once per period, however many sweepers run at
-        once (see `_claim_for_requeue`); the task id is the one it keeps or is given.
+        `untouched_before` (their message may have died with a worker that had taken
+        it, or with a Redis that restarted). Each is claimed once per period, however
+        many sweepers run at once (see `_claim_for_requeue`); the task id is the one it
+        keeps or is given.
         """
         def condition(table: Any) -> tuple[ColumnElement[bool], ...]:
             return (
@@ -122,20 +124,24 @@ class Recovery:
         return [(row["id"], row["task_id"]) for row in rows]
 
     def requeue_stale_running(
-        self, *, stale_before: datetime, limit: int = 100
+        self, *, stale_before: datetime, handed_back_before: datetime | None = None,
+        limit: int = 100,
     ) -> list[tuple[uuid.UUID, int, bool]]:
         """Claim the RUNNING agents whose attempt is gone: (id, attempt, whether it was
         handed back rather than lost) of each.
 
-        A heartbeat older than `stale_before`, or none (handed back, which the worker
-        that did it enqueues itself), and no sweep claimed it since `stale_before`
-        either: one enqueue per agent per staleness period, however many sweepers run.
+        A heartbeat older than `stale_before` and no sweep's claim since then either;
+        or none (handed back, which the worker that did it enqueues itself) and no
+        hand-back or claim since `handed_back_before` (default: `stale_before`). So one
+        look per agent per period, however many sweepers run.
         """
+        handed_back_before = handed_back_before or stale_before
+
         def condition(table: Any) -> tuple[ColumnElement[bool], ...]:
             return (
                 table.c.status == AgentStatus.RUNNING.value,
-                or_(table.c.heartbeat_at.is_(None), table.c.heartbeat_at < stale_before),
-                table.c.updated_at < stale_before,
+                or_(and_(table.c.heartbeat_at < stale_before, table.c.updated_at < stale_before),
+                    and_(table.c.heartbeat_at.is_(None), table.c.updated_at < handed_back_before)),
             )
 
         rows = self._claim_for_requeue(condition, limit)

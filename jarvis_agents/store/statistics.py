@@ -42,6 +42,14 @@ class Statistics:
         )
         return {row["stop_reason"] or "": row["n"] for row in rows}
 
+    def busy_models(self) -> set[str]:
+        """The models with agents PENDING or RUNNING (routing keeps their queues)."""
+        rows = self._read(
+            select(agents.c.model).distinct()
+            .where(agents.c.status.in_((AgentStatus.PENDING.value, AgentStatus.RUNNING.value)))
+        )
+        return {row["model"] for row in rows}
+
     def pending_by_model(self) -> dict[str, tuple[int, datetime]]:
         """PENDING agents by model: how many, and when the oldest was created."""
         rows = self._read(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from jarvis_agents.lifecycle import AgentStatus, StepType
@@ -125,3 +126,47 @@ def test_a_fork_whose_worker_dies_in_its_first_iteration_resumes_without_copying
     copied = system.repository.steps_after(fork.id)[:3]
     assert [(s.seq, s.step, s.type, s.tool, s.content) for s in copied] == [
         (s.seq, s.step, s.type, s.tool, s.content) for s in system.repository.steps_after(original.id)[:3]]
+
+
+def test_an_agent_handed_back_before_a_redis_restart_runs_again_as_the_next_worker_starts(
+    pg_url: str, fake_ollama: Any, start_worker: Any, tmp_path: Path
+) -> None:
+    """`jarvis-agents up` stopped and started again: the worker hands its agent back, the
+    embedded Redis goes with its message, and the next worker must not leave the agent
+    RUNNING with nobody on it until a staleness period has passed since the hand-back."""
+    from tests.faults.conftest import CALC, running_system, system_env
+    from tests.faults.own_servers import OwnRedis
+
+    own = OwnRedis(tmp_path)
+    own.start()
+    fake_ollama.responder = fake_ollama.by_turn(CALC)
+    fake_ollama.latency_s = 2.0
+    # No staleness period passes during the test: only a hand-back seen as such is resumed.
+    env = {**system_env(pg_url, own.url, fake_ollama.url), "JARVIS_SHUTDOWN_GRACE": "0.1",
+           "JARVIS_HEARTBEAT_STALE": "600"}
+    try:
+        with running_system(env) as system:
+            worker = start_worker(env)
+            agent = system.create()
+            system.wait_until(lambda: system.repository.get(agent.id).status  # type: ignore[union-attr]
+                              is AgentStatus.RUNNING, 20, "the agent to start")
+            worker.signal(signal.SIGTERM)
+            worker.proc.wait(30)
+            handed_back = system.repository.get(agent.id)
+            assert handed_back is not None and handed_back.heartbeat_at is None, worker.output()[-2000:]
+            own.stop()  # the message it queued goes with Redis
+            own.start()
+            fake_ollama.latency_s = 0.0
+            start_worker(env)
+
+            def resumed() -> bool:
+                now = system.repository.get(agent.id)
+                return now is not None and now.attempt == 2 and now.heartbeat_at is not None
+
+            system.wait_until(resumed, 30, "the next worker to take the agent")
+            done = system.terminal(agent.id, timeout_s=30)
+            assert done.status is AgentStatus.COMPLETED, (done.stop_reason, done.error)
+            assert (done.attempt, done.losses) == (2, 0)
+            assert_clean_history(system, agent.id)
+    finally:
+        own.stop()

@@ -219,3 +219,47 @@ def test_with_redis_down_the_agent_is_kept_for_the_sweeper(pg_url: str, tmp_path
         client.close()
         app.close()
         repository.engine.dispose()
+
+
+def test_the_sweep_sends_again_only_what_is_no_longer_queued(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker: twelve PENDING agents wait; sweep after sweep, the queue holds one
+    message for each (it is what KEDA scales on), and a lost message is sent again."""
+    import math
+
+    from jarvis_agents.routing import QueueDirectory, queue_for
+    from jarvis_agents.sweeper import Sweeper
+    from workers import celery_app
+
+    agents = [stack.service.create(stack.user_id, CreateRequest(goal=f"g{n}"))[0] for n in range(12)]
+    queue = queue_for(agents[0].model)
+    # Every PENDING agent is due for a look at every sweep.
+    settings = Settings.from_env({**stack.env, "JARVIS_PENDING_REQUEUE": "0.001"})
+    app = create_celery(settings)
+    try:
+        dispatcher = CeleryDispatcher(app, directory=QueueDirectory(stack.redis))
+        sweeper = Sweeper(repository=stack.repository, dispatcher=dispatcher,
+                          events=RedisEventBus(stack.redis), settings=settings,
+                          last_outage=lambda: -math.inf)
+        for _ in range(3):
+            assert sweeper.sweep() == 0
+            assert stack.redis.llen(queue) == len(agents)
+
+        taken = json.loads(stack.redis.rpop(queue))["headers"]["id"]  # its worker died
+        assert sweeper.sweep() == 1
+        assert sorted(json.loads(m)["headers"]["id"] for m in stack.redis.lrange(queue, 0, -1)) \
+            == sorted(str(a.id) for a in agents)
+        assert taken in {json.loads(m)["headers"]["id"] for m in stack.redis.lrange(queue, 0, 0)}
+
+        stack.redis.delete(queue)  # what a Redis restart does to it
+        assert sweeper.sweep() == len(agents)
+        assert stack.redis.llen(queue) == len(agents)
+
+        # A queue too long to read through tells of no lost message: none is sent.
+        monkeypatch.setattr(celery_app, "LOOK_DEPTH", 5)
+        stack.redis.rpop(queue)
+        assert sweeper.sweep() == 0
+    finally:
+        stack.redis.delete(queue)
+        app.close()

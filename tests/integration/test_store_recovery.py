@@ -73,7 +73,26 @@ def test_a_stale_agent_is_requeued_once_however_many_sweepers_race(repository: R
     assert alive.id not in {agent_id for agent_id, _, _ in again}
 
 
-def test_a_pending_agent_is_requeued_once_per_period(repository: Repository) -> None:
+def test_a_handed_back_agent_is_looked_at_within_an_interval(repository: Repository) -> None:
+    user, _ = repository.users.create("handed")
+    handed_back = running(repository, user.id)
+    assert repository.release(handed_back.id, 1)
+    stale = running(repository, user.id)
+    now = utcnow()
+    age(repository, stale.id, heartbeat_at=now - timedelta(seconds=10), updated_at=now - timedelta(seconds=10))
+    age(repository, handed_back.id, heartbeat_at=None, updated_at=now - timedelta(seconds=10))
+    # Its worker enqueued it: a sweep looks only after an interval, not a staleness period.
+    def claim() -> list[tuple[uuid.UUID, int, bool]]:
+        return repository.requeue_stale_running(
+            stale_before=now - timedelta(seconds=30), handed_back_before=now - timedelta(seconds=5))
+
+    assert claim() == [(handed_back.id, 1, True)]  # the stale-ish one beat 10 s ago: alive
+    assert claim() == []  # looked at: not again within the interval
+
+
+def test_a_pending_agent_is_looked_for_on_the_queue_once_per_period(repository: Repository) -> None:
+    """The claim is a look, not a send: the sweeper sends again only an agent whose
+    message is gone (tests/integration/test_direct_enqueue.py)."""
     user, _ = repository.users.create("pending")
     long_ago = utcnow() - timedelta(minutes=5)
     waited: list[Agent] = []
@@ -139,3 +158,18 @@ def test_worker_lost_is_refused_to_a_fresh_heartbeat_and_to_a_hand_back(
     failed = repository.get(agent.id)
     assert failed is not None and failed.status is AgentStatus.FAILED
     assert (failed.stop_reason, failed.losses) == (StopReason.WORKER_LOST, 1)
+
+
+def test_a_bug_ends_the_agent_as_internal_error_with_its_count(repository: Repository) -> None:
+    user, _ = repository.users.create("bug")
+    agent = running(repository, user.id)
+    error_row = Step(1, 0, StepType.ERROR, "internal error: KeyError: 'x'")
+    failed = agent.with_failed(error_row.content, stop_reason=StopReason.INTERNAL_ERROR,
+                               step_count=1)
+    assert repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.FAILED, attempt=1, steps=(error_row,),
+        error=failed.error, stop_reason=failed.stop_reason, step_count=1,
+        completed_at=failed.completed_at)
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.stop_reason is StopReason.INTERNAL_ERROR
+    assert (stored.error, stored.step_count) == ("internal error: KeyError: 'x'", 1)

@@ -85,6 +85,7 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("OPENAI_BASE_URL", "localhost:8000/v1"),
         ("JARVIS_APPROVAL_TIMEOUT", "a day"),
         ("JARVIS_WEBHOOK_LEASE", "0"),
+        ("JARVIS_MODEL_IDLE", "-600"),
         ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,,5"),
         ("JARVIS_WEBHOOK_RETRY_DELAYS", "1,-5"),
         ("JARVIS_MAX_REPLY_TOKENS", "0"),
@@ -122,3 +123,8 @@ def test_webhook_timing_keeps_the_contracts_schedule_unless_a_test_shortens_it()
     assert default.webhook_lease_s == 20
     short = Settings.from_env({"JARVIS_WEBHOOK_RETRY_DELAYS": "0.5, 30", "JARVIS_WEBHOOK_LEASE": "3"})
     assert (short.webhook_retry_delays_s, short.webhook_lease_s) == ((0.5, 30.0), 3.0)
+
+
+def test_a_model_is_idle_after_the_contracts_ten_minutes_unless_a_test_shortens_it() -> None:
+    assert Settings.from_env({}).model_idle_s == 600
+    assert Settings.from_env({"JARVIS_MODEL_IDLE": "6"}).model_idle_s == 6

@@ -62,10 +62,14 @@ def test_model_concurrency_setting() -> None:
 class Directory:
     """The QueueDirectory as workers see it: listed models and live adverts."""
 
+    prune_every_s = 60.0
+    forget_after_s = 120.0
+
     def __init__(self, models: set[str], workers: list[WorkerAdvert]) -> None:
         self.listed = models
         self.alive = workers
         self.adverts: list[WorkerAdvert] = []
+        self.forgotten: list[str] = []
 
     def models(self) -> set[str]:
         return set(self.listed)
@@ -79,8 +83,11 @@ class Directory:
     def withdraw(self, name: str) -> None:
         self.alive = [w for w in self.alive if w.name != name]
 
-    def prune(self, pending: Any) -> list[str]:
-        self.pruned_with = set(pending())
+    def forget(self, model: str) -> None:
+        self.forgotten.append(model)
+
+    def prune(self, busy: Any) -> list[str]:
+        self.pruned_with = set(busy())
         return []
 
 
@@ -100,6 +107,31 @@ def test_a_worker_for_every_model_follows_each_new_models_queue() -> None:
     assert subscribed == [queue_for("a"), queue_for("b"), queue_for("c")]  # each once
 
 
+def test_a_worker_for_every_model_drops_a_model_unlisted_for_long_enough() -> None:
+    directory = Directory({"a", "b", "c"}, [])
+    subscribed: list[str] = []
+    dropped: list[str] = []
+    forgotten: list[str] = []
+    clock = [0.0]
+    every = WorkerPresence(directory, name="w", models=None, concurrency=7,  # type: ignore[arg-type]
+                           running=lambda: 0, subscribe=subscribed.append, interval_s=1.0,
+                           unsubscribe=dropped.append, forget=forgotten.append,
+                           clock=lambda: clock[0])
+    every.follow()
+    directory.listed -= {"b", "c"}  # unlisted: b idle; c by a Redis restart, in use
+    every.follow()
+    clock[0] += 60.0
+    directory.listed |= {"c"}  # a prune lists a model in use again within its period
+    every.follow()
+    clock[0] += 60.0
+    every.follow()
+    assert (dropped, forgotten, directory.forgotten) == ([queue_for("b")], ["b"], ["b"])
+    assert every.subscribed == {"a", "c"}
+    directory.listed |= {"b"}  # its next agent lists it again
+    every.follow()
+    assert subscribed[-1] == queue_for("b") and every.subscribed == {"a", "b", "c"}
+
+
 def test_a_worker_with_models_follows_nothing_and_advertises_them() -> None:
     directory = Directory({"a", "b"}, [])
     subscribed: list[str] = []
@@ -111,15 +143,14 @@ def test_a_worker_with_models_follows_nothing_and_advertises_them() -> None:
     assert only_a.ttl_s == 3.0
 
 
-def test_a_worker_prunes_the_list_of_queues_now_and_then(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jarvis_agents import routing
+def test_a_worker_prunes_the_list_of_queues_now_and_then() -> None:
     from tests.support.api_server import wait_until
 
-    monkeypatch.setattr(routing, "PRUNE_EVERY_S", 0.0)
     directory = Directory({"a"}, [])
+    directory.prune_every_s = 0.0
     worker = WorkerPresence(directory, name="w", models=("a",), concurrency=1,  # type: ignore[arg-type]
                             running=lambda: 0, subscribe=lambda queue: None, interval_s=0.05,
-                            pending_models=lambda: {"a"})
+                            busy_models=lambda: {"a"})
     worker.start()
     try:
         assert wait_until(lambda: getattr(directory, "pruned_with", None) == {"a"}, timeout_s=5)
@@ -135,7 +166,8 @@ class SweepRepository:
         self.stale = stale
         self.pending = pending
 
-    def requeue_stale_running(self, *, stale_before: Any) -> list[tuple[uuid.UUID, int, bool]]:
+    def requeue_stale_running(self, *, stale_before: Any,
+                              handed_back_before: Any) -> list[tuple[uuid.UUID, int, bool]]:
         return [(agent_id, 1, False) for agent_id in self.stale]
 
     def requeue_pending(self, *, untouched_before: Any) -> list[tuple[uuid.UUID, str]]:
@@ -148,27 +180,22 @@ class SweepRepository:
         return []
 
 
-class Queues:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
+def test_the_sweep_sends_again_on_its_models_queue_only_a_message_that_is_gone() -> None:
+    from jarvis_agents.dispatch import MemoryDispatcher
 
-    def enqueue(self, agent_id: uuid.UUID, *, task_id: str, queue: str = DEFAULT_QUEUE) -> None:
-        self.sent.append((task_id, queue))
-
-
-def test_the_sweep_queues_each_agent_on_its_models_queue_if_a_worker_takes_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
     a1, b1, a2, c1 = (uuid.uuid4() for _ in range(4))
     repository = SweepRepository({a1: "a", b1: "b", a2: "a", c1: "c"}, stale=[a1, b1], pending=[a2, c1])
-    queues = Queues()
-    directory = Directory(set(), [WorkerAdvert("w", ("a", "c"), 10, 0)])
+    queues = MemoryDispatcher()
+    # b1's resume waits on b's queue (no worker takes b), as a2's message does on a's.
+    queues.enqueue(b1, task_id=f"{b1}:2", queue=queue_for("b"))
+    queues.enqueue(a2, task_id=str(a2), queue=queue_for("a"))
+    queues.enqueue(c1, task_id=str(c1), queue=queue_for("b"))  # on another queue: not c's
     runner = AgentRunner(repository=repository, store=None, executor=None, events=None,  # type: ignore[arg-type]
-                         dispatcher=queues, settings=Settings.from_env({}), directory=directory)  # type: ignore[arg-type]
-    assert runner.sweeper.sweep() == 3
-    # b's agent waits for a worker that takes b: a copy a minute would only pile up
-    assert queues.sent == [(f"{a1}:2", queue_for("a")), (str(a2), queue_for("a")),
-                           (str(c1), queue_for("c"))]
+                         dispatcher=queues, settings=Settings.from_env({}))
+    assert runner.sweeper.sweep() == 2
+    sent = [(q.task_id, q.queue) for q in queues.queued[3:]]
+    assert sent == [(f"{a1}:2", queue_for("a")), (str(c1), queue_for("c"))]
+    assert runner.sweeper.sweep() == 0  # each is on its queue now: no copies pile up
 
 
 class FakeRedis:
@@ -188,6 +215,13 @@ class FakeRedis:
 
     def hgetall(self, key: str) -> dict[bytes, bytes]:
         return {k.encode(): str(v).encode() for k, v in self.hash.items()}
+
+    def hscan_iter(self, key: str) -> Iterator[tuple[bytes, bytes]]:
+        yield from list(self.hgetall(key).items())
+
+    def hdel(self, key: str, *fields: bytes) -> None:
+        for field in fields:
+            self.hash.pop(field.decode(), None)
 
 
 def samples(redis: FakeRedis) -> dict[str, float]:
@@ -267,3 +301,61 @@ def test_a_wait_for_a_slot_moves_the_deadline_and_is_its_own_figure() -> None:
     assert "jarvis_model_wait_seconds_count{model=free}" not in found
     assert found["jarvis_model_tokens_total{direction=output,model=free}"] == 3
     assert found["jarvis_planning_seconds_count{model=capped}"] == 1
+
+
+def test_a_worker_forgets_every_map_it_keeps_by_model(fake_ollama: Any, tmp_path: Any) -> None:
+    """What a worker keeps by model (README, Routing by model and caps) goes when the model
+    is forgotten: the mode its agents settled on, what its server said, its series."""
+    import time
+
+    from prometheus_client import REGISTRY
+
+    from jarvis_agents.cluster_metrics import ClusterTimings
+    from jarvis_agents.events import MemoryEventBus
+    from jarvis_agents.executor import Executor, Limits
+    from jarvis_agents.lifecycle import Agent, AgentMode
+    from jarvis_agents.llm.ollama import OllamaChatModel
+    from jarvis_agents.llm.router import ModelRouter
+    from jarvis_agents.llm.scripted import ScriptedChatModel
+    from jarvis_agents.metrics import PrometheusTimings
+    from jarvis_agents.store.memory import MemoryStore
+    from jarvis_agents.tools.registry import ToolRegistry
+
+    settings = Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)})
+    store, tools = MemoryStore(), ToolRegistry([], settings=settings)
+    executor = Executor(store=store, model=ScriptedChatModel(["FINAL_ANSWER: 1"] * 2, tools=False),
+                        tools=tools, events=MemoryEventBus(),
+                        limits=Limits(step_timeout_s=5, total_timeout_s=10))
+    for model in ("junk", "kept"):
+        agent = Agent.new(user_id=uuid.uuid4(), goal="g", model=model, max_steps=3, mode=AgentMode.AUTO)
+        executor.run(store.add(agent.with_running(attempt=1)))
+    assert set(executor.settled) == {"junk", "kept"}
+
+    fake_ollama.models = ["junk", "kept"]
+    router = ModelRouter(ollama=OllamaChatModel(host=fake_ollama.url))
+    for model in ("junk", "kept"):
+        router.capabilities(model, deadline=time.monotonic() + 5, should_stop=lambda: False)
+
+    redis = FakeRedis()
+    metrics = ClusterMetrics(redis)
+    timings = ClusterTimings(PrometheusTimings(), metrics)
+    for model in ("junk", "kept"):
+        timings.tokens(model, input_tokens=5, output_tokens=3)
+        metrics.inc("jarvis_model_tokens", model, "input", amount=5)
+    metrics.flush()  # the sums in Redis, then counts not flushed yet
+    metrics.observe("jarvis_planning_seconds", "junk", seconds=0.1)
+
+    for forget in (executor.forget, router.forget, timings.forget):
+        forget("junk")
+    assert set(executor.settled) == {"kept"}
+    for model in ("junk", "kept"):  # asked again only of the one forgotten
+        router.capabilities(model, deadline=time.monotonic() + 5, should_stop=lambda: False)
+    assert fake_ollama.shows == ["junk", "kept", "junk"]
+    tokens = {"direction": "input"}
+    assert REGISTRY.get_sample_value("jarvis_model_tokens_total", {**tokens, "model": "junk"}) is None
+    assert REGISTRY.get_sample_value("jarvis_model_tokens_total", {**tokens, "model": "kept"}) == 5
+    metrics.flush()
+    assert [name for name in samples(redis) if "junk" in name] == []
+    assert samples(redis)['jarvis_model_tokens_total{direction=input,model=kept}'] == 5
+    router.close()
+    tools.close()

@@ -282,3 +282,53 @@ def test_a_cancel_during_a_slow_http_tool_ends_the_attempt_at_once(
     finally:
         server.release.set()
         tools.close()
+
+
+class FaultyStore(RunnerStore):
+    """A store whose first step write raises `fault`: a bug of ours, or an outage."""
+
+    def __init__(self, fault: Exception) -> None:
+        super().__init__()
+        self.fault: Exception | None = fault
+
+    def append_steps(self, agent_id: uuid.UUID, attempt: int, steps: Any, *, step_count: int) -> None:
+        fault, self.fault = self.fault, None
+        if fault is not None:
+            raise fault
+        super().append_steps(agent_id, attempt, steps, step_count=step_count)
+
+
+def faulty_runner(settings: Settings, fault: Exception) -> tuple[AgentRunner, FaultyStore, Agent]:
+    from jarvis_agents.llm.scripted import ScriptedChatModel
+
+    store = FaultyStore(fault)
+    model = ScriptedChatModel(["THOUGHT: add\nACTION: echo\nINPUT: 2"])
+    executor = Executor(store=store, model=model, tools=ToolRegistry([], settings=settings),
+                        events=MemoryEventBus(), limits=Limits(step_timeout_s=30, total_timeout_s=60))
+    runner = AgentRunner(repository=store, store=store, executor=executor,  # type: ignore[arg-type]
+                         events=MemoryEventBus(), dispatcher=store, settings=settings)  # type: ignore[arg-type]
+    agent = store.add(Agent.new(user_id=uuid.uuid4(), goal="g", model="m", max_steps=3))
+    return runner, store, agent
+
+
+def test_a_bug_inside_the_loop_fails_the_agent_at_once_naming_it(settings: Settings) -> None:
+    runner, store, agent = faulty_runner(settings, KeyError("call_id"))
+    runner.run(agent.id, task_id=str(agent.id))  # returns: nothing for Celery to log as lost
+    failed = store.get(agent.id)
+    assert failed is not None and failed.status is AgentStatus.FAILED
+    assert failed.stop_reason is StopReason.INTERNAL_ERROR
+    assert failed.error == "internal error: KeyError: 'call_id'"
+    assert [s.type.value for s in store.steps_after(agent.id)] == ["ERROR"]
+    # Not left RUNNING for a sweep to resume as a lost worker, three times over.
+    assert (failed.attempt, failed.losses, store.enqueued) == (1, 0, [])
+
+
+def test_an_outage_inside_the_loop_leaves_the_agent_to_be_resumed(settings: Settings) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    outage = OperationalError("INSERT …", {}, Exception("server closed the connection"))
+    runner, store, agent = faulty_runner(settings, outage)
+    with pytest.raises(OperationalError):
+        runner.run(agent.id, task_id=str(agent.id))
+    running = store.get(agent.id)
+    assert running is not None and running.status is AgentStatus.RUNNING  # for a take-over
