@@ -167,12 +167,11 @@ def test_a_patch_makes_a_new_version_and_earlier_ones_stay_readable(service) -> 
 def test_another_users_assistant_is_not_found_as_if_it_did_not_exist(service) -> None:
     theirs = service.assistants.create(THEM, "secret", RESEARCHER)
     for ref in ("secret", str(theirs.id), "nobody", str(uuid.uuid4()), "Not A Name!"):
-        for attempt in (lambda: service.assistants.resolve(ME, ref),
-                        lambda: service.assistants.patch(ME, ref, {"model": "x"}),
-                        lambda: service.assistants.delete(ME, ref),
-                        lambda: service.assistants.versions(ME, ref)):
+        for attempt in (service.assistants.resolve, service.assistants.delete,
+                        service.assistants.versions,
+                        lambda user, ref: service.assistants.patch(user, ref, {"model": "x"})):
             with pytest.raises(NotFound) as refused:
-                attempt()
+                attempt(ME, ref)
             assert refused.value.code == "assistant_not_found"
     assert service.assistants.resolve(THEM, "secret").version == 1
 
