@@ -95,7 +95,30 @@ def test_another_users_assistant_is_a_404_as_if_it_did_not_exist(shared_api):
         assert [a["name"] for a in http.get("/api/v1/assistants").json()["assistants"]] == ["agent"]
         assert http.get("/api/v1/agents").json()["agents"] == []  # nothing was created
     with api.client() as anonymous:
-        assert anonymous.get("/api/v1/assistants").status_code == 401
+        for method, path in (("GET", "/api/v1/assistants"), ("POST", "/api/v1/assistants"),
+                             ("GET", "/api/v1/assistants/agent"),
+                             ("PATCH", "/api/v1/assistants/agent"),
+                             ("DELETE", "/api/v1/assistants/agent"),
+                             ("GET", "/api/v1/assistants/agent/versions")):
+            refused = anonymous.request(method, path, json={"name": "x"})
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_body_that_is_not_a_json_object_is_a_400_in_the_error_shape(shared_api):
+    api = shared_api()
+    with api.client(api.user()) as http:
+        for content, headers, code in (
+            ("", {"Content-Type": "application/json"}, "invalid_json"),
+            ("{", {"Content-Type": "application/json"}, "invalid_json"),
+            ("[1]", {"Content-Type": "application/json"}, "invalid_json"),
+            ("name: x", {"Content-Type": "application/yaml"}, "unsupported_content_type"),
+        ):
+            for method, path in (("POST", "/api/v1/assistants"), ("PATCH", "/api/v1/assistants/agent")):
+                refused = http.request(method, path, content=content, headers=headers)
+                assert refused.status_code == 400, refused.text
+                assert refused.json()["error"]["code"] == code
+        wrong = http.put("/api/v1/assistants/agent", json={})
+        assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
 
 
 @pytest.mark.parametrize(("body", "code", "says"), [
