@@ -204,7 +204,7 @@ def new_agent(
     settings where neither says. `given` are Agent.new's other fields (webhook_url,
     idempotency_key, request_hash, traceparent)."""
     config = assistant.config
-    agent = Agent.new(
+    return Agent.new(
         user_id=user_id, goal=goal,
         model=overrides.model or config.model or settings.model,
         max_steps=overrides.max_steps or config.max_steps or settings.max_steps,
@@ -212,10 +212,10 @@ def new_agent(
         tools=_either(overrides.tools, config.tools),
         approve_tools=_either(overrides.approve_tools, config.approve_tools),
         output_schema=_either(overrides.output_schema, config.output_schema),
+        assistant_id=assistant.id, assistant_version=assistant.version,
+        instructions=config.instructions, delegates=config.delegates,
         **given,
     )
-    return replace(agent, assistant_id=assistant.id, assistant_version=assistant.version,
-                   instructions=config.instructions, delegates=config.delegates)
 
 
 def with_instructions(system_prompt: str, instructions: str | None) -> str:
