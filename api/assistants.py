@@ -9,7 +9,8 @@ from api import params
 from api.assistant_schema import CreateAssistant, PatchAssistant, parse
 from api.auth import current_user
 from api.context import ctx
-from jarvis_agents.assistants import Assistants, assistant_json, version_json
+from jarvis_agents.assistant_service import Assistants
+from jarvis_agents.assistants import assistant_json, version_json
 
 bp = Blueprint("assistants", __name__, url_prefix="/api/v1")
 

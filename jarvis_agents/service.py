@@ -18,13 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents import approvals
-from jarvis_agents.assistants import (
-    Assistants,
-    Overrides,
-    default_assistant,
-    gated_tools,
-    new_agent,
-)
+from jarvis_agents.assistant_service import Assistants
+from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
