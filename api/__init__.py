@@ -29,7 +29,7 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import agents, auth, errors, health, openapi, params, streaming, system
+    from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.stream_slots import StreamSlots
@@ -96,7 +96,7 @@ def create_app(
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
     auth.install(app, auth.UserCache(service.repository.users))
-    for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
+    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     if traced:
         _instrument(app)

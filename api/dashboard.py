@@ -18,11 +18,14 @@ from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page's assets: the stylesheet, and the script's modules (it imports the others).
-ASSETS = ("dashboard.css", "dashboard.js", "approval.js", "form.js", "page.js", "sse.js",
-          "thread.js", "views.js", "operator.css", "operator.js", "metrics.js")
+ASSETS = ("dashboard.css", "dashboard.js", "approval.js", "assistants.js", "form.js", "page.js",
+          "sse.js", "thread.js", "views.js", "operator.css", "operator.js", "metrics.js")
 # The operator page's chart library, vendored (static/vendor/uplot/VERSION says whence).
 CHART_DIR = STATIC_DIR / "vendor" / "uplot"
 CHART_ASSETS = ("uPlot.iife.min.js", "uPlot.min.css")
+# The YAML library of the Assistants view, vendored (static/vendor/js-yaml/VERSION).
+YAML_DIR = STATIC_DIR / "vendor" / "js-yaml"
+YAML_MODULE = "js-yaml.esm.min.mjs"
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -59,6 +62,13 @@ def operator() -> Response:
 @public
 def chart_asset(name: str) -> Response:
     return _secure(send_from_directory(CHART_DIR, name, max_age=0))
+
+
+@dashboard.get(f"/static/vendor/js-yaml/{YAML_MODULE}")
+@public
+def yaml_module() -> Response:
+    # Said explicitly: a module script needs a JavaScript type, and .mjs is not known everywhere.
+    return _secure(send_from_directory(YAML_DIR, YAML_MODULE, max_age=0, mimetype="text/javascript"))
 
 
 @dashboard.get(f"/static/<any({', '.join(repr(name) for name in ASSETS)}):name>")

@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import responses, schemas
+from api import assistant_schema, responses, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -81,7 +81,8 @@ TRACEPARENT = {
 CREATE_BODY = {"required": True, "content": {JSON: {"schema": _ref("CreateAgent")}}}
 CREATE_ERRORS = {
     **BAD_REQUEST,
-    "404": _error("`thread_id` names no thread of the caller (`thread_not_found`)."),
+    "404": _error("`thread_id` names no thread of the caller (`thread_not_found`), or "
+                  "`assistant` no assistant of theirs (`assistant_not_found`)."),
     "409": _error("The Idempotency-Key was used before with a different body; or an agent of "
                   "the `thread_id` has not ended yet (`thread_busy`)."),
     "413": _error("The body is larger than 64 KiB."),
@@ -328,7 +329,7 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                              "`{\"error\": {\"code\", \"message\"}}`."},
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
-        tags=[{"name": "agents"}, {"name": "events"}, {"name": "meta"}],
+        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
@@ -347,7 +348,16 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
     spec.components.schema("ForkAgent", _add_model(spec, ForkAgent, mode="validation"))
     for model in responses.RESPONSE_MODELS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
-    for path, operations in _operations().items():
+    for model in assistant_schema.BODIES:
+        body = _add_model(spec, model, mode="validation")
+        if tool_names:
+            body["properties"]["tools"]["anyOf"][0]["items"]["enum"] = list(tool_names)
+            body["properties"]["approve_tools"]["anyOf"][0]["items"]["enum"] = [*tool_names, "*"]
+        spec.components.schema(model.__name__, body)
+    for model in assistant_schema.ANSWERS:
+        spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
+    paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS)}
+    for path, operations in paths.items():
         shared = operations.pop("parameters", None)
         spec.path(path=path, operations=operations, parameters=shared)
     return spec.to_dict()

@@ -32,6 +32,8 @@ NO_BLANKS = r"^[^\s\u0000]+$"
 # Only the scheme, for the document: the URL itself is checked by a URL parser
 # (webhooks/addresses.py), which takes any valid port and IPv6 literals.
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://"
+# An assistant's id (a UUID) or name (a-z, 0-9, _ and -): what `assistant` names.
+ASSISTANT_REF = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 # Each create field as a refusal names it, and what it must be (api.params).
@@ -46,6 +48,7 @@ CREATE_FIELDS = {
     "mode": ("`mode`", "`auto`, `native` or `react`"),
     "output_schema": ("`output_schema`", 'a JSON Schema object, such as {"type": "object"}'),
     "thread_id": ("`thread_id`", "the id of a thread (its first agent's id), a UUID"),
+    "assistant": ("`assistant`", "the id or name of one of your assistants (GET /api/v1/assistants)"),
 }
 APPROVAL_INPUT_MAX_CHARS = 16000
 APPROVAL_REASON_MAX_CHARS = 1000
@@ -128,6 +131,22 @@ class CreateAgent(BaseModel):
                           "starts a thread of its own."),
     ] = None
 
+    assistant: Annotated[
+        Annotated[str, Field(json_schema_extra={"pattern": ASSISTANT_REF})] | None,
+        Field(min_length=1, max_length=64,
+              description="The id or name of one of your assistants: the agent takes its current "
+                          "version's configuration, the fields given here winning. Default: "
+                          "`agent`, the settings' defaults."),
+    ] = None
+
+    @field_validator("assistant")
+    @classmethod
+    def _assistant_is_a_ref(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(ASSISTANT_REF, value):
+            raise ValueError("must be an assistant's id or name (letters, digits, _ and -), "
+                             "such as researcher")
+        return value
+
     @field_validator("thread_id")
     @classmethod
     def _thread_is_uuid(cls, value: str | None) -> str | None:
@@ -188,6 +207,7 @@ class CreateAgent(BaseModel):
             mode=self.mode,
             output_schema=self.output_schema,
             thread_id=UUID(self.thread_id) if self.thread_id is not None else None,
+            assistant=self.assistant,
         )
 
 

@@ -242,6 +242,10 @@ class Agent:
         mode: AgentMode = AgentMode.AUTO,
         output_schema: dict[str, Any] | None = None,
         traceparent: str | None = None,
+        assistant_id: uuid.UUID | None = None,
+        assistant_version: int | None = None,
+        instructions: str | None = None,
+        delegates: tuple[str, ...] | None = None,
     ) -> Agent:
         """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
@@ -263,6 +267,10 @@ class Agent:
             mode=mode,
             output_schema=output_schema,
             traceparent=traceparent or new_traceparent(),
+            assistant_id=assistant_id,
+            assistant_version=assistant_version,
+            instructions=instructions,
+            delegates=delegates,
         )
 
     @property

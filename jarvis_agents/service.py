@@ -18,7 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents import approvals
-from jarvis_agents.approvals import ALL_TOOLS
+from jarvis_agents.assistant_service import Assistants
+from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
@@ -68,6 +69,8 @@ class CreateRequest:
     mode: str | None = None
     output_schema: dict[str, Any] | None = None
     thread_id: uuid.UUID | None = None
+    # The id or name of the assistant whose configuration it takes (README, Assistants).
+    assistant: str | None = None
 
     def fingerprint(self) -> str:
         """A stable hash of the body, to tell a repeat from a different request."""
@@ -80,6 +83,8 @@ class CreateRequest:
         thread_id = body.pop("thread_id")
         if thread_id is not None:
             body["thread_id"] = str(thread_id)
+        if body["assistant"] is None:
+            del body["assistant"]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -114,6 +119,8 @@ class AgentService:
         self.webhook_check = webhook_check
         # RequestError for a model its server says it does not have (llm/readiness.py).
         self.model_check = model_check
+        self.assistants = Assistants(repository.assistants, settings=settings,
+                                     known_tools=self._known_tools)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
@@ -124,29 +131,26 @@ class AgentService:
         `traceparent` is the trace the agent joins (the create request's); None starts one.
         `before_enqueue` is called with a created agent before any worker can take it.
         """
-        tools = self._known_tools(request.tools)
-        approve_tools = None
-        if request.approve_tools is not None:
-            everything = ALL_TOOLS in (name.strip() for name in request.approve_tools)
-            approve_tools = (ALL_TOOLS,) if everything else self._known_tools(request.approve_tools)
+        # Without an assistant, the default one: known without a read (the hot path).
+        assistant = (default_assistant(user_id) if request.assistant is None
+                     else self.assistants.resolve(user_id, request.assistant))
+        overrides = Overrides(
+            model=request.model, max_steps=request.max_steps, mode=request.mode,
+            tools=self._known_tools(request.tools),
+            approve_tools=(gated_tools(request.approve_tools, self._known_tools)
+                           if request.approve_tools is not None else None),
+            output_schema=request.output_schema,
+        )
         if request.webhook_url is not None and callable(self.webhook_check):
             self.webhook_check(request.webhook_url)
-        if self.model_check is not None:
-            self.model_check(request.model or self.settings.model)
-        agent = Agent.new(
-            user_id=user_id,
-            goal=request.goal,
-            model=request.model or self.settings.model,
-            max_steps=request.max_steps or self.settings.max_steps,
-            tools=tools,
-            webhook_url=request.webhook_url,
-            mode=AgentMode(request.mode) if request.mode else AgentMode.AUTO,
-            output_schema=request.output_schema,
-            idempotency_key=idempotency_key,
+        agent = new_agent(
+            user_id=user_id, goal=request.goal, assistant=assistant, settings=self.settings,
+            overrides=overrides, webhook_url=request.webhook_url, idempotency_key=idempotency_key,
             request_hash=request.fingerprint() if idempotency_key else None,
-            approve_tools=approve_tools,
             traceparent=traceparent,
         )
+        if self.model_check is not None:
+            self.model_check(agent.model)  # the assistant's, the create's or the default
         agent = replace(agent, task_id=str(agent.id))
         if request.thread_id is not None:
             agent = self._in_thread(agent, request.thread_id)
@@ -255,6 +259,8 @@ class AgentService:
         agent = replace(
             agent, task_id=str(agent.id), parent_id=original.id, forked_from_id=original.id,
             forked_from_seq=request.after_seq, context=original.context, step_count=iterations,
+            assistant_id=original.assistant_id, assistant_version=original.assistant_version,
+            instructions=original.instructions, delegates=original.delegates,
         )
         if request.mode is not None:  # validated at the door
             agent = replace(agent, mode=AgentMode(request.mode))

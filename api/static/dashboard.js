@@ -5,7 +5,7 @@
 // (sse.js). Both are merged by `updated_at`: an answer read before an event never undoes it.
 
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
-import { formBody, loadTools } from "./form.js";
+import { formBody, initAssistants, loadTools } from "./form.js";
 import { $, callApi, plural, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
 import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
@@ -385,6 +385,7 @@ function init() {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
   $("cancel").addEventListener("click", cancelSelected);
+  initAssistants({ api, onRefused: keyRefused });
   initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
   initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });
   $("back").addEventListener("click", deselect);

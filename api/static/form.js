@@ -1,9 +1,14 @@
-// The new-agent form: goal, model (the server's default filled in), max steps, and the
-// tools the agent may use (from GET /api/v1/tools, all of them unless some are unticked).
+// The new-agent form: the assistant (its defaults filled in: assistants.js), goal, model
+// (the server's default filled in), max steps, and the tools the agent may use (from
+// GET /api/v1/tools, all of them unless some are unticked).
 
+import { chosenAssistant, loadAssistants } from "./assistants.js";
 import { $, el, span } from "./page.js";
 
-/** Fill the tools list; on failure, say so (the agent then gets every tool). */
+export { initAssistants } from "./assistants.js";
+
+/** Fill the tools list, then the assistants (whose choice ticks tools); on failure, say
+ * so (the agent then gets every tool). */
 export async function loadTools(call) {
   const list = $("tools");
   try {
@@ -16,6 +21,7 @@ export async function loadTools(call) {
     $("tools-error").textContent = `The tools could not be listed (${error.message}); an agent gets all of them.`;
   }
   summarizeTools();
+  await loadAssistants(call);
 }
 
 function toolChoice(tool) {
@@ -46,11 +52,13 @@ function summarizeTools() {
 }
 
 /** The create body the form says, or {error} with what to fix. Only what differs from
- * the server's defaults is sent: its default model, and every tool. */
+ * the assistant's defaults is sent: its model, and its tools (the default one's: every tool). */
 export function formBody() {
   const goal = $("goal").value.trim();
   if (!goal) return { error: "Write a goal for the agent first." };
   const body = { goal };
+  const assistant = chosenAssistant();
+  if (assistant && assistant.name !== "agent") body.assistant = assistant.name;
   const rawSteps = $("max-steps").value.trim();
   if (rawSteps) {
     const maxSteps = Number(rawSteps);
@@ -63,8 +71,10 @@ export function formBody() {
   if (/\s/.test(model)) return { error: "A model's name has no spaces, e.g. llama3.2." };
   if (model && model !== $("model").defaultValue) body.model = model;
   const boxes = toolBoxes();
-  if (boxes.some((box) => !box.checked)) {
-    body.tools = boxes.filter((box) => box.checked).map((box) => box.value);
-  }
+  const ticked = boxes.filter((box) => box.checked).map((box) => box.value);
+  const given = assistant && assistant.tools !== null
+    ? boxes.filter((box) => assistant.tools.includes(box.value)).map((box) => box.value)
+    : boxes.map((box) => box.value);
+  if (ticked.join("\n") !== given.join("\n")) body.tools = ticked;
   return { body };
 }

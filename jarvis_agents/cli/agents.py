@@ -61,11 +61,14 @@ def open_client() -> JarvisClient:
                    "earlier goals and answers.")
 @click.option("--continue", "continue_", is_flag=True,
               help="A follow-up in the thread of your latest agent.")
+@click.option("--assistant", metavar="NAME", default=None,
+              help="Take this assistant's configuration (see `jarvis-agents assistants list`); "
+                   "the options above win over it.")
 @tokens_option
 def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: str | None,
         mode: str | None, output_schema: dict[str, Any] | None, tools: tuple[str, ...],
         approve_tools: tuple[str, ...], thread_id: str | None, continue_: bool,
-        tokens: bool | None) -> None:
+        assistant: str | None, tokens: bool | None) -> None:
     """Start an agent on GOAL and show its steps live; Ctrl-C cancels it.
 
     When it waits for an approval, a terminal asks for it; elsewhere, answer with
@@ -85,7 +88,7 @@ def run(goal: str, detach: bool, as_json: bool, max_steps: int | None, model: st
         thread_id = latest[0]["thread_id"]
     options: CreateOptions = {"max_steps": max_steps, "model": model, "tools": list(tools) or None,
                               "approve_tools": list(approve_tools) or None, "thread_id": thread_id,
-                              "mode": mode, "output_schema": output_schema}
+                              "mode": mode, "output_schema": output_schema, "assistant": assistant}
     console = make_console()
     if detach:
         agent = client.create(goal, **options)

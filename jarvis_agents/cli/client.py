@@ -115,6 +115,7 @@ class CreateOptions(TypedDict, total=False):
     approve_tools: Sequence[str] | None
     mode: str | None
     output_schema: dict[str, Any] | None
+    assistant: str | None
 
 
 class JarvisClient:
@@ -303,6 +304,8 @@ class JarvisClient:
             raise _transport_error(exc, self.base_url) from None
         if response.status_code >= 400:
             raise _api_error(response, agent_id)
+        if response.status_code == 204:  # done, nothing to say (a DELETE)
+            return None
         try:
             return response.json()
         except ValueError:

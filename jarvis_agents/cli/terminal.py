@@ -194,6 +194,13 @@ def tools_table(console: Console, tools: Sequence[dict[str, Any]]) -> None:
     _table(console, ("NAME", "SOURCE", "DESCRIPTION"), rows)
 
 
+def assistants_table(console: Console, assistants: Sequence[dict[str, Any]]) -> None:
+    rows = [(a["name"], str(a["version"]), a["model"], a["mode"],
+             ", ".join(a["tools"]) if a.get("tools") is not None else "all",
+             _one_line(a.get("description") or "")) for a in assistants]
+    _table(console, ("NAME", "VERSION", "MODEL", "MODE", "TOOLS", "DESCRIPTION"), rows)
+
+
 def agent_details(console: Console, agent: dict[str, Any]) -> None:
     """`show ID`: one `field: value` line each, the answer or the error last."""
     fields = [

@@ -19,6 +19,7 @@ from importlib import resources
 from itertools import groupby
 
 from jarvis_agents.answers import feedback, goal_with_schema
+from jarvis_agents.assistants import with_instructions
 from jarvis_agents.lifecycle import Agent, AgentMode, IterationRows, Step, StepType, storable
 from jarvis_agents.llm.base import (
     ChatMessage,
@@ -97,9 +98,10 @@ def _told(content: str, tool: str | None, started: float) -> ToolResult:
 
 
 def build_messages(agent: Agent, history: Sequence[Step]) -> list[ChatMessage]:
-    """System prompt, the goal, then each complete earlier iteration, oldest first."""
+    """System prompt (the assistant's instructions after it), the goal, then each complete
+    earlier iteration, oldest first."""
     messages = [
-        ChatMessage(role="system", content=system_prompt()),
+        ChatMessage(role="system", content=with_instructions(system_prompt(), agent.instructions)),
         ChatMessage(role="user", content=goal_with_schema(agent.goal, agent.output_schema)),
     ]
     ordered = sorted(history, key=lambda step: (step.step, step.seq))

@@ -16,6 +16,7 @@ from string import Template
 from typing import Any
 
 from jarvis_agents.answers import feedback
+from jarvis_agents.assistants import with_instructions
 from jarvis_agents.lifecycle import Step, StepType
 from jarvis_agents.llm.base import ChatMessage
 from jarvis_agents.tools.arguments import example, text_parameter
@@ -129,8 +130,10 @@ def _iteration_messages(steps: Sequence[Step]) -> list[ChatMessage]:
     ]
 
 
-def build_messages(goal: str, tools: Sequence[ListedTool], history: Sequence[Step]) -> list[ChatMessage]:
-    """System prompt, the goal, then each complete earlier iteration, oldest first.
+def build_messages(goal: str, tools: Sequence[ListedTool], history: Sequence[Step], *,
+                   instructions: str | None = None) -> list[ChatMessage]:
+    """System prompt (an assistant's `instructions` after it), the goal, then each
+    complete earlier iteration, oldest first.
 
     Each replayed iteration is the assistant's reply exactly as the contract asks
     for it (`THOUGHT: …\\nACTION: …\\nINPUT: …`) followed by a user message
@@ -139,7 +142,8 @@ def build_messages(goal: str, tools: Sequence[ListedTool], history: Sequence[Ste
     not on the order they are passed in.
     """
     messages = [
-        ChatMessage(role="system", content=render_system_prompt(tools)),
+        ChatMessage(role="system",
+                    content=with_instructions(render_system_prompt(tools), instructions)),
         ChatMessage(role="user", content=goal),
     ]
     ordered = sorted(history, key=lambda step: (step.step, step.seq))

@@ -27,7 +27,7 @@ class TextStrategy:
         # output schema is in the goal only: the provider's structured output would
         # refuse the THOUGHT and FINAL_ANSWER lines the contract asks for.
         goal = goal_with_schema(agent.goal, agent.output_schema)
-        messages = build_messages(goal, tools.listed(), history)
+        messages = build_messages(goal, tools.listed(), history, instructions=agent.instructions)
         return ChatRequest(messages, model=agent.model, stop=STOP_SEQUENCES)
 
     def rows(self, reply: ChatReply, made: IterationRows, *, tools: ToolRegistry) -> list[Step]:

@@ -20,12 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from jarvis_agents.assistants import AssistantStore
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.threads import Earlier
 
 
 class AgentStore(Protocol):
-    """Agents and their steps, with compare-and-set writes."""
+    """Agents and their steps, with compare-and-set writes; assistants beside them."""
+
+    assistants: AssistantStore
 
     # --- agents --------------------------------------------------------------------
 

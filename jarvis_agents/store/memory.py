@@ -28,6 +28,7 @@ from jarvis_agents.lifecycle import (
     check_transition,
     utcnow,
 )
+from jarvis_agents.store.memory_assistants import MemoryAssistants
 from jarvis_agents.store.rows import decode_cursor, encode_cursor
 from jarvis_agents.threads import Earlier
 
@@ -38,6 +39,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.agents: dict[uuid.UUID, Agent] = {}
         self.steps: dict[uuid.UUID, list[Step]] = {}
+        self.assistants = MemoryAssistants()
         self._lock = threading.RLock()
 
     def add(self, agent: Agent) -> Agent:

@@ -239,6 +239,37 @@ class StepRow(Base):
     )
 
 
+class AssistantRow(Base):
+    """A user's assistant (jarvis_agents/assistants.py): its name and current version."""
+
+    __tablename__ = "assistants"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        # Also how an agent create finds an assistant by name: one probe of this index.
+        UniqueConstraint("user_id", "name", name="uq_assistants_user_name"),
+        CheckConstraint("version >= 1", name="version_positive"),
+    )
+
+
+class AssistantVersionRow(Base):
+    """One version of an assistant: its configuration as it was made, never changed."""
+
+    __tablename__ = "assistant_versions"
+
+    assistant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("assistants.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 # The events a webhook is sent for (CONTRACT §9). `agent.waiting` joins them with approvals.
 WEBHOOK_EVENTS = ["agent.completed", "agent.failed", "agent.cancelled", "agent.waiting"]
 OWED_SQL = "delivered_at IS NULL AND abandoned_at IS NULL"

@@ -48,6 +48,7 @@ from jarvis_agents.lifecycle import (
     check_transition,
     utcnow,
 )
+from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
 from jarvis_agents.store.models import AgentRow, StepRow, UserRow
@@ -114,8 +115,8 @@ def _claim(models: int) -> Prebuilt:
 
 
 class Repository(Recovery):
-    """Agents and their steps over one SQLAlchemy engine; users, statistics and the
-    webhook outbox beside them (`users`, `statistics`, `outbox`)."""
+    """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
+    outbox and assistants beside them (`users`, `statistics`, `outbox`, `assistants`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -126,6 +127,7 @@ class Repository(Recovery):
         self.statistics = Statistics(read=self._read)
         self.outbox = OutboxStore(engine, self._one_statement)
         self.threads = ThreadStore(engine)
+        self.assistants = AssistantRows(engine, self.connections)
 
     # --- agents --------------------------------------------------------------------
 
