@@ -121,7 +121,7 @@ def test_the_migration_goes_down_and_up_again(backend: str, tmp_path: Path) -> N
                     config.attributes["connection"] = conn
                     move(config, target)
 
-            migrate(command.downgrade, "0012")
+            migrate(command.downgrade, "0013")
             with engine.connect() as conn:
                 tables = conn.execute(text(
                     "SELECT count(*) FROM information_schema.tables WHERE table_name = 'assistants'"
