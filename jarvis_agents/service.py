@@ -181,10 +181,11 @@ class AgentService:
         self, user_id: uuid.UUID, agent_id: uuid.UUID, *, call_id: str, approve: bool,
         tool_input: str | None = None, reason: str | None = None,
     ) -> Agent:
-        """Answer a WAITING agent's call (approvals.answer), then queue it to go on."""
+        """Answer a WAITING agent's call (approvals.answer), then queue it to go on;
+        RateLimited when the user already has their limit of agents active."""
         agent = approvals.answer(
             self.repository, self.get(user_id, agent_id), call_id=call_id, approve=approve,
-            tool_input=tool_input, reason=reason,
+            tool_input=tool_input, reason=reason, max_active=self.settings.max_active_per_user,
         )
         self._announce_and_enqueue(agent)
         return agent
