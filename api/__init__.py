@@ -34,6 +34,7 @@ def create_app(
     from api.dashboard import dashboard
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
+    from jarvis_agents.accounts import ApiKeys
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
     from jarvis_agents.routing import QueueDirectory
@@ -80,7 +81,8 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False  # type: ignore[attr-defined] - keep the documented field order
     context = ApiContext(
-        settings=settings, service=service, repository=service.repository, redis=redis, hub=hub,
+        settings=settings, service=service, keys=ApiKeys(service.repository.users),
+        repository=service.repository, redis=redis, hub=hub,
         tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
@@ -91,7 +93,7 @@ def create_app(
 
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
-    auth.install(app, auth.UserCache(service.repository.users))
+    auth.install(app, context.keys)
     for blueprint in (agents.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     if traced:

@@ -9,6 +9,7 @@ from typing import Any
 from flask import current_app
 
 from api.stream_slots import StreamSlots
+from jarvis_agents.accounts import ApiKeys
 from jarvis_agents.config import Settings
 from jarvis_agents.events import EventHub
 from jarvis_agents.service import AgentService
@@ -34,6 +35,7 @@ class StreamTiming:
 class ApiContext:
     settings: Settings
     service: AgentService
+    keys: ApiKeys
     repository: Repository
     redis: Any
     hub: EventHub
