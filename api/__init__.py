@@ -37,6 +37,7 @@ def create_app(
     from jarvis_agents.accounts import ApiKeys
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
+    from jarvis_agents.health import Health
     from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.store import open_repository
     from jarvis_agents.tools.mcp.published import PublishedTools
@@ -74,7 +75,8 @@ def create_app(
         )
     else:
         hub = event_hub(redis, service.repository, timing)
-    figures = system.SystemFigures(service.repository, redis)
+    health_ = Health(settings=settings, store=service.repository, redis=redis, mcp=tools)
+    figures = system.SystemFigures(health_.database_figures, redis)
 
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
@@ -82,12 +84,12 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined] - keep the documented field order
     context = ApiContext(
         settings=settings, service=service, keys=ApiKeys(service.repository.users),
-        repository=service.repository, redis=redis, hub=hub,
-        tools=tools, timing=timing, closers=closers,
+        readiness=health.readiness_cache(health_, figures.unserved_warnings),
+        hub=hub, tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
         metrics_registry=system.metrics_registry(figures, hub),
-        stream_slots=StreamSlots(settings.max_streams_per_user), system=figures,
+        stream_slots=StreamSlots(settings.max_streams_per_user),
     )
     app.extensions["jarvis"] = context
 

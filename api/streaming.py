@@ -53,7 +53,6 @@ from jarvis_agents.events import (
     Subscription,
     TokenEvent,
     Waiting,
-    follow,
 )
 from jarvis_agents.lifecycle import Agent
 
@@ -237,9 +236,9 @@ class AgentStream:
         self._response: EventStreamResponse | None = None
         self._writer: SocketWriter | None = None
         # Subscribes, then reads the agent (a 404 for someone else's) and its backlog.
-        self.follower = follow(
-            context.hub, context.repository, agent_id, after=after, user_id=user_id,
-            tick_s=context.timing.tick_s, writer=self._lend_writer, tokens=tokens,
+        self.follower = context.service.follow(
+            user_id, agent_id, subscriber=context.hub, after=after, tick_s=context.timing.tick_s,
+            writer=self._lend_writer, tokens=tokens,
         )
 
     def response(self) -> Response:

@@ -212,10 +212,10 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
     app = create_app(settings, timing=StreamTiming(recheck_s=recheck_s, tick_s=0.05))
     context = app.extensions["jarvis"]
     statements: list[str] = []
-    event.listen(context.repository.engine, "before_cursor_execute",
+    event.listen(context.service.repository.engine, "before_cursor_execute",
                  lambda conn, cursor, sql, *rest: statements.append(sql))
     try:
-        _, api_key = context.repository.users.create(f"watcher-{uuid.uuid4()}")
+        _, api_key = context.service.repository.users.create(f"watcher-{uuid.uuid4()}")
         headers = {"Authorization": f"Bearer {api_key}"}
         client = app.test_client()
         ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)
@@ -250,7 +250,7 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
 
         ended = time.monotonic()
         for agent_id in ids:
-            assert context.repository.transition(
+            assert context.service.repository.transition(
                 uuid.UUID(agent_id), AgentStatus.PENDING, AgentStatus.CANCELLED,
                 stop_reason=StopReason.CANCELLED,
             )
