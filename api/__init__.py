@@ -32,6 +32,7 @@ def create_app(
     from api import agents, auth, errors, health, openapi, params, streaming, system
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
+    from api.sse import DirectStreams
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
     from jarvis_agents.accounts import ApiKeys
@@ -78,6 +79,7 @@ def create_app(
     health_ = Health(settings=settings, store=service.repository, redis=redis, mcp=tools)
     figures = system.SystemFigures(health_.database_figures, redis)
 
+    direct_streams = DirectStreams()
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -88,8 +90,8 @@ def create_app(
         hub=hub, tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
-        metrics_registry=system.metrics_registry(figures, hub),
-        stream_slots=StreamSlots(settings.max_streams_per_user),
+        metrics_registry=system.metrics_registry(figures, hub, direct_streams),
+        stream_slots=StreamSlots(settings.max_streams_per_user), direct_streams=direct_streams,
     )
     app.extensions["jarvis"] = context
 

@@ -9,6 +9,7 @@ from typing import Any
 from flask import current_app
 
 from api.scrape_cache import ScrapeCache
+from api.sse import DirectStreams
 from api.stream_slots import StreamSlots
 from jarvis_agents.accounts import ApiKeys
 from jarvis_agents.config import Settings
@@ -43,6 +44,10 @@ class ApiContext:
     openapi: dict[str, Any]
     metrics_registry: Any
     stream_slots: StreamSlots
+    direct_streams: DirectStreams = field(default_factory=DirectStreams)
+    # Whether the server frames a streamed body as HTTP/1.1 chunks that the hub may
+    # write itself (api.sse.socket_writer); said by the gunicorn worker (api.server).
+    server_chunks: bool = False
     timing: StreamTiming = field(default_factory=StreamTiming)
     closers: list[Any] = field(default_factory=list)
     shutting_down: bool = False

@@ -249,6 +249,9 @@ class AgentStream:
         """Called when the response ends, whether it finished or the client hung up."""
         self.follower.close()
         self.held.release()
+        if self._writer is not None:
+            self._writer = None
+            self.context.direct_streams.closed()
         # Ended by the server (stopping, or the key revoked): the client did not hang up.
         if (self.follower.finished or not self.cancel_on_hangup or self.context.shutting_down
                 or self.held.key.revoked):
@@ -264,8 +267,11 @@ class AgentStream:
     def _lend_writer(self) -> SocketWriter | None:
         """Asked by the follower once the replay is told: the head is sent by now, so the
         hub may write the next steps to the socket itself; None where it cannot."""
-        self._writer = socket_writer(self._response, tokens=self.tokens)
+        self._writer = socket_writer(self._response, server_chunks=self.context.server_chunks,
+                                     tokens=self.tokens)
         self._response = None  # it holds this generator: no cycle left for the GC
+        if self._writer is not None:
+            self.context.direct_streams.opened()
         return self._writer
 
     def _events(self) -> Iterator[bytes]:

@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from api.scrape_cache import ScrapeCache
+from api.sse import DirectStreams
 from jarvis_agents.cluster_metrics import EXPOSED, read_families
 from jarvis_agents.events import EventHub
 from jarvis_agents.health import DatabaseFigures
@@ -125,8 +126,9 @@ def _stranded(database: DatabaseFigures, workers: list[WorkerAdvert]) -> Metric:
 class StreamCollector(Collector):
     """The event streams open in this API process."""
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: EventHub, direct: DirectStreams) -> None:
         self.hub = hub
+        self.direct = direct
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
@@ -136,6 +138,11 @@ class StreamCollector(Collector):
         yield GaugeMetricFamily(
             "jarvis_api_event_hub_connected", "Whether this process receives live events.",
             value=1.0 if self.hub.connected else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "jarvis_api_direct_streams", "Open SSE streams whose live steps the event hub "
+            "writes straight to their socket (api.sse.SocketWriter).",
+            value=float(self.direct.count),
         )
 
 
@@ -149,9 +156,11 @@ class ProcessCollector(Collector):
                 yield family
 
 
-def metrics_registry(figures: SystemFigures, hub: EventHub) -> CollectorRegistry:
+def metrics_registry(
+    figures: SystemFigures, hub: EventHub, direct: DirectStreams
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SystemCollector(figures))
-    registry.register(StreamCollector(hub))
+    registry.register(StreamCollector(hub, direct))
     registry.register(ProcessCollector())
     return registry

@@ -353,3 +353,43 @@ def test_every_stream_of_a_hot_agent_gets_every_step_in_order_while_one_client_s
             stream.close()
         redis_client.close()
         repository.engine.dispose()
+
+
+def test_the_hub_writes_live_steps_straight_to_the_socket_as_gunicorn_frames_them(shared_api):
+    """The fast path (api.sse.SocketWriter) is taken under the installed gunicorn, and
+    what it writes is the body gunicorn frames: a strict HTTP/1.1 client reads every
+    step once, in order. If a gunicorn release frames a streamed body otherwise, or
+    stops saying how, this fails rather than the fast path going quietly unused."""
+    import redis
+
+    from jarvis_agents.events import RedisEventBus
+
+    api = shared_api()  # no worker: this test publishes as one would
+    api_key = api.user()
+    repository = open_repository(Settings.from_env(api.env), pool_size=1)
+    redis_client = redis.Redis.from_url(api.env["REDIS_URL"])
+
+    def direct_streams() -> float:
+        with api.client() as http:
+            line = next(line for line in http.get("/metrics").text.splitlines()
+                        if line.startswith("jarvis_api_direct_streams "))
+        return float(line.split()[1])
+
+    try:
+        with api.client(api_key) as http:
+            agent_id = http.post("/api/v1/agents", json={"goal": "watched"}).json()["id"]
+            agent = repository.get(uuid.UUID(agent_id))
+            with EventStream(http, "GET", f"/api/v1/agents/{agent_id}/events") as stream:
+                assert stream.response.headers["transfer-encoding"] == "chunked"
+                wait_until(lambda: direct_streams() == 1)
+                bus = RedisEventBus(redis_client)
+                for seq in range(1, 51):  # sizes that cross chunk-size digits and buffers
+                    bus.publish_steps(agent, [Step(seq, 0, StepType.THINK, "x" * (seq * 97))])
+                assert bus.flush()
+                told = [stream.next() for _ in range(50)]
+            assert [(e.id, e.data["seq"], len(e.data["content"])) for e in told] == [
+                (str(seq), seq, seq * 97) for seq in range(1, 51)]
+        wait_until(lambda: direct_streams() == 0)
+    finally:
+        redis_client.close()
+        repository.engine.dispose()
