@@ -32,10 +32,13 @@ def create_app(
     from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
+    from api.sse import DirectStreams
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
+    from jarvis_agents.accounts import ApiKeys
     from jarvis_agents.components import redis_client
     from jarvis_agents.events import RedisEventBus
+    from jarvis_agents.health import Health
     from jarvis_agents.llm.readiness import KnownModels
     from jarvis_agents.routing import QueueDirectory
     from jarvis_agents.store import open_repository
@@ -77,25 +80,28 @@ def create_app(
         )
     else:
         hub = event_hub(redis, service.repository, timing)
-    figures = system.SystemFigures(service.repository, redis)
+    health_ = Health(settings=settings, store=service.repository, redis=redis, mcp=tools)
+    figures = system.SystemFigures(health_.database_figures, redis)
 
+    direct_streams = DirectStreams()
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False  # type: ignore[attr-defined] - keep the documented field order
     context = ApiContext(
-        settings=settings, service=service, repository=service.repository, redis=redis, hub=hub,
-        tools=tools, timing=timing, closers=closers,
+        settings=settings, service=service, keys=ApiKeys(service.repository.users),
+        readiness=health.readiness_cache(health_, figures.unserved_warnings),
+        hub=hub, tools=tools, timing=timing, closers=closers,
         # Without MCP servers the tools are fixed, and the document can name them.
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
-        metrics_registry=system.metrics_registry(figures, hub),
-        stream_slots=StreamSlots(settings.max_streams_per_user), system=figures,
+        metrics_registry=system.metrics_registry(figures, hub, direct_streams),
+        stream_slots=StreamSlots(settings.max_streams_per_user), direct_streams=direct_streams,
     )
     app.extensions["jarvis"] = context
 
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
-    auth.install(app, auth.UserCache(service.repository.users))
+    auth.install(app, context.keys)
     for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     if traced:

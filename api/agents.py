@@ -8,8 +8,9 @@ import uuid
 from flask import Blueprint, Response, jsonify
 
 from api import params
-from api.auth import current_user
+from api.auth import current_api_key, current_user, revoked_meanwhile
 from api.context import ctx
+from jarvis_agents.accounts import KeyWatch
 from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Message, is_terminal_status
 from jarvis_agents.lifecycle import Agent
 
@@ -48,8 +49,10 @@ def get_agent(raw_id: str) -> Response:
     wait_s = params.query_seconds("wait", high=MAX_WAIT_S)
     if wait_s:
         # A long-poll holds its connection like a stream, and counts as one.
-        with ctx().stream_slots.take(current_user().id):
-            agent = wait_until_terminal(current_user().id, agent_id, wait_s)
+        context = ctx()
+        with context.stream_slots.take(current_user().id), \
+                context.keys.watch(current_api_key()) as key:
+            agent = wait_until_terminal(current_user().id, agent_id, wait_s, key)
     else:
         agent = ctx().service.get(current_user().id, agent_id)
     return jsonify(agent.to_json())
@@ -103,25 +106,36 @@ def agent_location(agent_id: uuid.UUID) -> str:
     return f"/api/v1/agents/{agent_id}"
 
 
-def wait_until_terminal(user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float) -> Agent:
-    """The agent once it is terminal, or as it is after `wait_s` seconds.
+def wait_until_terminal(
+    user_id: uuid.UUID, agent_id: uuid.UUID, wait_s: float, key: KeyWatch
+) -> Agent:
+    """The agent once it is terminal, or as it is after `wait_s` seconds; a 401 once
+    `key` is revoked or replaced meanwhile (README, HTTP API).
 
-    Woken by the agent's status messages; the database is re-read after every wake
-    and every few seconds, so a lost publish costs a little latency, never a hang.
+    Woken by the agent's status messages; the database is re-read after a terminal
+    status and every few seconds, so a lost publish costs a little latency, never a
+    hang. It wakes every tick to look at its key.
     """
     context = ctx()
+    timing = context.timing
     deadline = time.monotonic() + wait_s
     with context.hub.subscribe(AGENT_CHANNEL.format(agent_id)) as subscription:
         agent = context.service.get(user_id, agent_id)
+        next_read = time.monotonic() + timing.recheck_s
         while not agent.is_terminal:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if not key.valid():
+                raise revoked_meanwhile()
+            now = time.monotonic()
+            if now >= deadline:
                 break
-            item = subscription.get(min(remaining, context.timing.recheck_s))
+            item = subscription.get(min(deadline, next_read, now + timing.tick_s) - now)
             if item is CLOSED:
                 break
             if isinstance(item, Message) and not is_terminal_status(item):
                 continue  # a step, or RUNNING: nothing to answer yet
+            if item is None and time.monotonic() < next_read:
+                continue  # a tick: the key is looked at again
             agent = context.service.get(user_id, agent_id)
+            next_read = time.monotonic() + timing.recheck_s
     return agent
 

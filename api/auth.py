@@ -1,33 +1,21 @@
 """Bearer API keys: every endpoint needs one, except those marked `public`.
 
-A key is looked up by its SHA-256 (one indexed query) and the user is kept for
-USER_TTL_S, so a burst of requests or a thousand streams opening at once cost the
-database one lookup per key, not one per request.
-
-That is also how long a key revoked or replaced by `jarvis-agents users revoke` or
-`rotate` (another process) may still be taken by an API process: CONTRACT §1 gives
-5 s. A short TTL rather than a revocation broadcast: it holds in every API process
-whatever happens to Redis, and costs one indexed lookup per key per TTL.
+Who a key belongs to, and for how long that answer is kept, is the core's business
+(jarvis_agents/accounts.py); this module reads the header and says 401.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeVar
 
 from flask import Flask, current_app, g, request
 
+from jarvis_agents.accounts import ApiKeys
 from jarvis_agents.errors import RequestError
-from jarvis_agents.store.users import User, Users
+from jarvis_agents.store.users import User
 
 F = TypeVar("F", bound=Callable[..., object])
-
-USER_TTL_S = 2.0
-MAX_CACHED_KEYS = 10_000
 
 
 class Unauthorized(RequestError):
@@ -43,33 +31,7 @@ def public(view: F) -> F:
     return view
 
 
-class UserCache:
-    """API key → user, each entry kept `ttl_s` seconds."""
-
-    def __init__(self, users: Users, *, ttl_s: float = USER_TTL_S) -> None:
-        self.users = users
-        self.ttl_s = ttl_s
-        self._entries: OrderedDict[str, tuple[float, User]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def user(self, api_key: str) -> User | None:
-        digest = hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
-        now = time.monotonic()
-        with self._lock:
-            entry = self._entries.get(digest)
-            if entry is not None and entry[0] > now:
-                return entry[1]
-        user = self.users.by_api_key(api_key)
-        if user is not None:
-            with self._lock:
-                self._entries[digest] = (now + self.ttl_s, user)
-                self._entries.move_to_end(digest)
-                while len(self._entries) > MAX_CACHED_KEYS:
-                    self._entries.popitem(last=False)
-        return user
-
-
-def install(app: Flask, users: UserCache) -> None:
+def install(app: Flask, keys: ApiKeys) -> None:
     """Check the key before every request to a protected endpoint."""
 
     @app.before_request
@@ -79,21 +41,32 @@ def install(app: Flask, users: UserCache) -> None:
         view = current_app.view_functions.get(request.endpoint or "")
         if view is None or getattr(view, "public", False):
             return
-        g.user = _user_from_header(users)
+        g.api_key = _key_from_header()
+        user = keys.user(g.api_key)
+        if user is None:
+            raise Unauthorized("the API key is not valid")
+        g.user = user
 
 
-def _user_from_header(users: UserCache) -> User:
+def _key_from_header() -> str:
     header = request.headers.get("Authorization", "")
     scheme, _, api_key = header.strip().partition(" ")
     if not header:
         raise Unauthorized("this endpoint needs an API key: send `Authorization: Bearer <key>`")
     if scheme.lower() != "bearer" or not api_key.strip():
         raise Unauthorized("the Authorization header must be `Bearer <api key>`")
-    user = users.user(api_key.strip())
-    if user is None:
-        raise Unauthorized("the API key is not valid")
-    return user
+    return api_key.strip()
 
 
 def current_user() -> User:
     return g.user
+
+
+def current_api_key() -> str:
+    """The key the request was let in with (a stream watches it: accounts.KeyWatch)."""
+    return g.api_key
+
+
+def revoked_meanwhile() -> Unauthorized:
+    """The 401 of a long-poll whose key was revoked or replaced while it waited."""
+    return Unauthorized("the API key was revoked or replaced while this request waited")

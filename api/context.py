@@ -1,4 +1,4 @@
-"""What the views share: the service, the repository, Redis and the event hub."""
+"""What the views share: the core's services, the event hub, the stream slots."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ from typing import Any
 
 from flask import current_app
 
+from api.scrape_cache import ScrapeCache
+from api.sse import DirectStreams
 from api.stream_slots import StreamSlots
+from jarvis_agents.accounts import ApiKeys
 from jarvis_agents.config import Settings
 from jarvis_agents.events import EventHub
+from jarvis_agents.health import Readiness
 from jarvis_agents.service import AgentService
-from jarvis_agents.store.repository import Repository
 from jarvis_agents.tools.mcp.published import PublishedTools
 
 log = logging.getLogger(__name__)
@@ -34,14 +37,17 @@ class StreamTiming:
 class ApiContext:
     settings: Settings
     service: AgentService
-    repository: Repository
-    redis: Any
+    keys: ApiKeys
+    readiness: ScrapeCache[Readiness]  # api.health.readiness_cache
     hub: EventHub
     tools: PublishedTools
     openapi: dict[str, Any]
     metrics_registry: Any
     stream_slots: StreamSlots
-    system: Any  # api.system.SystemFigures: what /metrics and /readyz report of the system
+    direct_streams: DirectStreams = field(default_factory=DirectStreams)
+    # Whether the server frames a streamed body as HTTP/1.1 chunks that the hub may
+    # write itself (api.sse.socket_writer); said by the gunicorn worker (api.server).
+    server_chunks: bool = False
     timing: StreamTiming = field(default_factory=StreamTiming)
     closers: list[Any] = field(default_factory=list)
     shutting_down: bool = False

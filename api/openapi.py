@@ -188,6 +188,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                                   "or answered already), or waits for another call "
                                   "(`wrong_call_id`); it is unchanged."),
                     "413": _error("The body is larger than 64 KiB."),
+                    "429": _error("Resuming the agent would put the caller over "
+                                  "JARVIS_MAX_ACTIVE_PER_USER (`too_many_active_agents`); it "
+                                  "goes on waiting.", headers=RETRY_AFTER),
                     **COMMON_ERRORS,
                 },
             },

@@ -6,7 +6,7 @@ per API process, by one background reader at a time; a scrape waits for a read i
 flight at most `wait_s`, so a slow database holds it up that long and no longer.
 Figures older than `max_age_s` are never reported (CONTRACT §10: at most 15 s old):
 a scrape then raises the last read's error, and the collector reports the source
-down.
+down. `/readyz` keeps its report the same way (api/health.py).
 """
 
 from __future__ import annotations

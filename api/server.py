@@ -10,12 +10,15 @@ callback). The same worker class runs in production through `api.gunicorn_conf`.
 from __future__ import annotations
 
 import gc
+import html
 import json
 import logging
+import re
 import socket
 import sys
 from typing import Any
 
+from gunicorn import util
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.ggevent import GeventWorker
 from psycogreen.gevent import patch_psycopg
@@ -110,7 +113,6 @@ class JarvisWorker(GeventWorker):
             super().patch()
         # psycopg2 waits on the gevent loop instead of blocking the process.
         patch_psycopg()
-        _json_protocol_errors()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         # Nagle's algorithm holds small writes (an SSE event, a small JSON answer)
@@ -123,6 +125,24 @@ class JarvisWorker(GeventWorker):
                 pass
         super().handle(listener, client, addr)
 
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """The errors gunicorn answers itself go out in the contract's JSON, not its HTML page.
+
+        A request gunicorn cannot parse (a malformed request line, an unknown HTTP
+        version, a URL or a header over its limits, too many headers, a bad header
+        name, a transfer coding it does not support) never reaches the app, and no
+        setting changes the page gunicorn answers it with (as of gunicorn 27).
+        gunicorn still decides, here as ever, the status, the log line and the
+        closing; only the page it writes is caught (`ErrorPage`) and sent as JSON.
+        Each kind is sent for real by tests/integration/test_api_errors.py.
+        """
+        page = ErrorPage(client)
+        super().handle_error(req, page, addr, exc)
+        try:
+            util.write_nonblock(client, page.as_json())
+        except Exception as error:  # noqa: BLE001 - as gunicorn: the client may be gone
+            self.log.debug("Failed to send error message: %s", error)
+
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
         import gevent
@@ -133,6 +153,13 @@ class JarvisWorker(GeventWorker):
 
 def ready(worker: Any) -> None:
     """gunicorn hook: the app is loaded and the socket bound."""
+    from api.sse import server_frames_chunks
+
+    context = _context(worker)
+    if context is not None:
+        # How this worker frames a streamed body, from its settings (api.sse).
+        context.server_chunks = server_frames_chunks(
+            getattr(worker.cfg, "protocol", "http"), tls=worker.cfg.is_ssl)
     freeze_start_up_objects()
     announce(worker)
 
@@ -165,33 +192,48 @@ def _context(worker: Any) -> Any:
     return getattr(app, "extensions", {}).get("jarvis")
 
 
-def _json_protocol_errors() -> None:
-    """The errors gunicorn answers itself go out in the contract's JSON, not its HTML page.
+class ErrorPage:
+    """The client's socket as gunicorn's error writer sees it: what it writes is kept,
+    for `as_json` to send instead; everything else is the socket's."""
 
-    A request gunicorn cannot parse (a malformed request line, an unknown HTTP version,
-    a URL or a header over its limits, too many headers, a bad header name, a transfer
-    coding it does not support) never reaches the app: `Worker.handle_error` answers it
-    through `gunicorn.util.write_error`, which writes a text/html page, and no setting
-    changes that body (as of gunicorn 27). The contract allows no HTML error, so that one
-    public function is replaced, in the worker process only; gunicorn still picks the
-    status, logs the request and closes the connection. Each kind is sent for real by
-    tests/integration/test_api_errors.py.
-    """
-    from gunicorn import util
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.written = b""
 
-    from api.errors import HTTP_ERRORS, snake_case
+    def gettimeout(self) -> float:
+        return 0.0  # nothing to switch: the page is only kept
 
-    def write_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    def sendall(self, data: bytes) -> None:
+        self.written += data
+
+    def send(self, data: bytes) -> int:
+        self.written += data
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+    def as_json(self) -> bytes:
+        """The page as the contract's JSON error, its status kept; the page as it was
+        if it is not an HTTP response (never so far)."""
+        from api.errors import HTTP_ERRORS, snake_case  # in the worker: Flask after gevent
+
+        head, _, body = self.written.partition(b"\r\n\r\n")
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        match = re.fullmatch(r"HTTP/1\.[01] (\d{3}) (.*)", status_line)
+        if match is None:
+            return self.written
+        status_int, reason = int(match[1]), match[2]
+        # The page's detail, such as "Invalid HTTP Version 'HTTP/9.9'", after its heading.
+        detail = re.search(rb"</h1>(.*)</body>", body, re.DOTALL)
+        mesg = html.unescape(detail[1].decode("latin-1")).strip() if detail else ""
         code, sentence = HTTP_ERRORS.get(status_int, (snake_case(reason) or "bad_request", reason))
         message = f"{sentence} ({mesg})" if mesg else sentence
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
-        head = (
+        answer = json.dumps({"error": {"code": code, "message": message}}).encode()
+        return (
             f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode("latin-1")
-        util.write_nonblock(sock, head + body)
-
-    util.write_error = write_error
+            f"Content-Type: application/json\r\nContent-Length: {len(answer)}\r\n\r\n"
+        ).encode("latin-1") + answer
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -96,18 +96,39 @@ def ended_frames(ended: Ended) -> bytes:
 
 
 class EventStreamResponse(Response):
-    """A streaming response that notes the server's own response object (see `socket_writer`)."""
+    """A streaming response that notes, from what it tells the server, whether the
+    server sends its body as HTTP/1.1 chunks on a socket the app may write to (see
+    `socket_writer`)."""
 
-    server_response: Any = None
+    chunked_socket: Any = None  # the client's socket, when the body goes out as chunks
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
         def noting(status: str, headers: list, exc_info: Any = None) -> Any:
-            write = start_response(status, headers, exc_info)
-            # gunicorn's start_response returns its Response's bound `write`.
-            self.server_response = getattr(write, "__self__", None)
-            return write
+            if sent_as_chunks(environ, status, headers):
+                # The client's socket, as gunicorn hands it to the app in its environ.
+                self.chunked_socket = environ.get("gunicorn.socket")
+            return start_response(status, headers, exc_info)
 
         return super().__call__(environ, noting)
+
+
+def sent_as_chunks(environ: dict[str, Any], status: str, headers: list[tuple[str, str]]) -> bool:
+    """Whether an HTTP/1.1 server that keeps the connection open must send this body
+    as chunks: a 200 with a body (not to a HEAD) and no Content-Length, to an HTTP/1.1
+    request. HTTP/1.1 leaves it no other framing (RFC 9112, section 6); gunicorn's
+    HTTP worker does so (`server_frames_chunks`)."""
+    return (environ.get("SERVER_PROTOCOL") == "HTTP/1.1"
+            and environ.get("REQUEST_METHOD") in ("GET", "POST")
+            and status.startswith("200 ")
+            and not any(name.lower() == "content-length" for name, _ in headers))
+
+
+def server_frames_chunks(protocol: str, *, tls: bool) -> bool:
+    """Whether a gunicorn worker of these settings (`protocol`, `--certfile`) writes a
+    chunked body on the client's socket as `StepFrame.chunk` frames it: over HTTP on a
+    plain socket; not as uwsgi to a proxy (no chunks), nor over TLS (the socket wraps
+    an encrypted stream)."""
+    return protocol == "http" and not tls
 
 
 class SocketWriter:
@@ -181,20 +202,24 @@ class SocketWriter:
         return True
 
 
-def socket_writer(response: EventStreamResponse | None, *, tokens: bool = False) -> SocketWriter | None:
+def socket_writer(
+    response: EventStreamResponse | None, *, server_chunks: bool, tokens: bool = False
+) -> SocketWriter | None:
     """A SocketWriter for this response once its head is sent, or None where it would be unsafe.
 
     Only under gevent: the hub's reader and every stream are greenlets of one OS
     thread, and neither handing the writer over nor `os.write` switches greenlets,
-    so a stream cannot wake half-way through the hub's write. Only on gunicorn
-    framing the body as HTTP/1.1 chunks (not HTTP/1.0, HEAD, `--protocol uwsgi`),
-    which `StepFrame.chunk` reproduces, over a plain socket (not TLS) that is
-    non-blocking underneath, as gevent keeps it. Anywhere else (the Werkzeug test
-    client, another server) every event goes through the stream's generator.
+    so a stream cannot wake half-way through the hub's write. Only where the server
+    frames the body as HTTP/1.1 chunks (`server_chunks`: a gunicorn worker started
+    by our settings says so, `api.server.ready`; and this response's request and
+    head, `sent_as_chunks`), which `StepFrame.chunk` reproduces, on a plain socket
+    that is non-blocking underneath, as gevent keeps it. Anywhere else (the
+    Werkzeug test client, another server) every event goes through the stream's
+    generator. tests/integration/test_api_streaming.py fails if the installed
+    gunicorn is not written to this way, or frames the body otherwise.
     """
-    server = getattr(response, "server_response", None)
-    sock = getattr(server, "sock", None)
-    if sock is None or getattr(server, "chunked", None) is not True or not _greenlets():
+    sock = getattr(response, "chunked_socket", None)
+    if sock is None or not server_chunks or not _greenlets():
         return None
     if isinstance(sock, ssl.SSLSocket):
         return None
@@ -204,6 +229,19 @@ def socket_writer(response: EventStreamResponse | None, *, tokens: bool = False)
     except (OSError, ValueError):
         return None
     return SocketWriter(sock, tokens=tokens)
+
+
+class DirectStreams:
+    """How many open streams have lent the hub a SocketWriter (`/metrics` says it)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def opened(self) -> None:
+        self.count += 1
+
+    def closed(self) -> None:
+        self.count -= 1
 
 
 def _greenlets() -> bool:

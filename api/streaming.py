@@ -20,13 +20,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, request
 
 from api import params
 from api.agents import agent_location
-from api.auth import current_user
+from api.auth import current_api_key, current_user
 from api.context import ApiContext, ctx
 from api.sse import (
     KEEPALIVE,
@@ -39,6 +40,7 @@ from api.sse import (
     token_frame,
 )
 from api.stream_slots import Slot
+from jarvis_agents.accounts import KeyWatch
 from jarvis_agents.errors import RequestError
 from jarvis_agents.events import (
     CLOSED,
@@ -51,7 +53,6 @@ from jarvis_agents.events import (
     Subscription,
     TokenEvent,
     Waiting,
-    follow,
 )
 from jarvis_agents.lifecycle import Agent
 
@@ -77,13 +78,13 @@ def create_and_stream() -> Response:
         # reply's tokens whatever its speed. The stream's own registration follows.
         early.append(context.hub.listen_tokens(agent.id))
 
-    with opening_stream(context) as slot:  # before the create: a 429 creates nothing
+    with opening_stream(context) as held:  # before the create: a 429 creates nothing
         try:
             agent, _ = context.service.create(
                 user_id, request_, idempotency_key=key, traceparent=params.traceparent(),
                 before_enqueue=listen_before_it_starts if tokens else None)
             stream = AgentStream(context, user_id, agent.id, after=0, cancel_on_hangup=True,
-                                 slot=slot, tokens=tokens)
+                                 held=held, tokens=tokens)
         finally:
             for registration in early:
                 registration.close()
@@ -99,9 +100,9 @@ def agent_events(raw_id: str) -> Response:
     after = params.resume_after()
     tokens = params.query_tokens()
     context = ctx()
-    with opening_stream(context) as slot:
+    with opening_stream(context) as held:
         stream = AgentStream(
-            context, current_user().id, agent_id, after=after, cancel_on_hangup=False, slot=slot,
+            context, current_user().id, agent_id, after=after, cancel_on_hangup=False, held=held,
             tokens=tokens,
         )
     return stream.response()
@@ -111,26 +112,41 @@ def agent_events(raw_id: str) -> Response:
 def user_events() -> Response:
     """Status changes of all the caller's agents, live only."""
     context = ctx()
-    with opening_stream(context) as slot:
+    with opening_stream(context) as held:
         subscription = context.hub.subscribe(USER_CHANNEL.format(current_user().id))
 
     def close() -> None:
         subscription.close()
-        slot.release()
+        held.release()
 
-    events = _status_events(context, subscription, Hangup(request.environ))
+    events = _status_events(context, subscription, Hangup(request.environ), held.key)
     return _event_stream(events, on_close=close)
 
 
+@dataclass(frozen=True)
+class Held:
+    """What an open stream holds until it ends: one of its user's slots
+    (api.stream_slots), and the watch on the key it was opened with, which ends it
+    once the key is revoked or replaced (jarvis_agents/accounts.py)."""
+
+    slot: Slot
+    key: KeyWatch
+
+    def release(self) -> None:
+        self.slot.release()
+        self.key.close()
+
+
 @contextmanager
-def opening_stream(context: ApiContext) -> Iterator[Slot]:
-    """One of the caller's stream slots (api.stream_slots), given back if the stream
-    fails to open; once it is open, the stream gives it back when it ends."""
+def opening_stream(context: ApiContext) -> Iterator[Held]:
+    """What a stream holds, given back if the stream fails to open; once it is open,
+    the stream gives it back when it ends."""
     slot = context.stream_slots.take(current_user().id)
+    held = Held(slot, context.keys.watch(current_api_key()))
     try:
-        yield slot
+        yield held
     except BaseException:
-        slot.release()
+        held.release()
         raise
 
 
@@ -187,13 +203,13 @@ def _event_stream(
 
 
 def _status_events(
-    context: ApiContext, subscription: Subscription, hangup: Hangup
+    context: ApiContext, subscription: Subscription, hangup: Hangup, key: KeyWatch
 ) -> Iterator[bytes]:
     yield KEEPALIVE  # sends the headers now: the client knows it is connected
     quiet_since = time.monotonic()
     while True:
         item = subscription.get(context.timing.tick_s)
-        if item is CLOSED or item is None and hangup():
+        if item is CLOSED or item is None and hangup() or not key.valid():
             return
         if isinstance(item, Message) and item.kind == "status":
             yield sse("status", {k: item.data.get(k) for k in STATUS_FIELDS})
@@ -208,10 +224,10 @@ class AgentStream:
 
     def __init__(
         self, context: ApiContext, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int,
-        cancel_on_hangup: bool, slot: Slot, tokens: bool = False,
+        cancel_on_hangup: bool, held: Held, tokens: bool = False,
     ) -> None:
         self.context = context
-        self.slot = slot
+        self.held = held
         self.user_id = user_id
         self.agent_id = agent_id
         self.cancel_on_hangup = cancel_on_hangup
@@ -220,9 +236,9 @@ class AgentStream:
         self._response: EventStreamResponse | None = None
         self._writer: SocketWriter | None = None
         # Subscribes, then reads the agent (a 404 for someone else's) and its backlog.
-        self.follower = follow(
-            context.hub, context.repository, agent_id, after=after, user_id=user_id,
-            tick_s=context.timing.tick_s, writer=self._lend_writer, tokens=tokens,
+        self.follower = context.service.follow(
+            user_id, agent_id, subscriber=context.hub, after=after, tick_s=context.timing.tick_s,
+            writer=self._lend_writer, tokens=tokens,
         )
 
     def response(self) -> Response:
@@ -232,8 +248,13 @@ class AgentStream:
     def close(self) -> None:
         """Called when the response ends, whether it finished or the client hung up."""
         self.follower.close()
-        self.slot.release()
-        if self.follower.finished or not self.cancel_on_hangup or self.context.shutting_down:
+        self.held.release()
+        if self._writer is not None:
+            self._writer = None
+            self.context.direct_streams.closed()
+        # Ended by the server (stopping, or the key revoked): the client did not hang up.
+        if (self.follower.finished or not self.cancel_on_hangup or self.context.shutting_down
+                or self.held.key.revoked):
             return
         try:
             self.context.service.cancel(self.user_id, self.agent_id)
@@ -246,8 +267,11 @@ class AgentStream:
     def _lend_writer(self) -> SocketWriter | None:
         """Asked by the follower once the replay is told: the head is sent by now, so the
         hub may write the next steps to the socket itself; None where it cannot."""
-        self._writer = socket_writer(self._response, tokens=self.tokens)
+        self._writer = socket_writer(self._response, server_chunks=self.context.server_chunks,
+                                     tokens=self.tokens)
         self._response = None  # it holds this generator: no cycle left for the GC
+        if self._writer is not None:
+            self.context.direct_streams.opened()
         return self._writer
 
     def _events(self) -> Iterator[bytes]:
@@ -256,7 +280,10 @@ class AgentStream:
         keepalive_s = timing.probe_s if self.cancel_on_hangup else timing.keepalive_s
         yield KEEPALIVE
         last_write = time.monotonic()
+        key = self.held.key
         for told in self.follower:
+            if not key.valid():
+                return  # revoked or replaced: nothing more for whoever holds it
             writer = self._writer
             if writer is not None:
                 last_write = max(last_write, writer.wrote_at)

@@ -1,8 +1,8 @@
 """The whole system as `/metrics` and `/readyz` report it (CONTRACT §10), in one scrape.
 
-From the database, at most every few seconds (api.scrape_cache) and never from the
-steps: agents by status, and the PENDING ones by model with the oldest's age. From
-Redis, at each scrape (a handful of round trips): the queue depth of each model, the
+From the database (jarvis_agents.health), at most every few seconds (api.scrape_cache)
+and never from the steps: agents by status, and the PENDING ones by model with the
+oldest's age. From Redis, at each scrape (a handful of round trips): the queue depth of each model, the
 workers alive and which models they take (jarvis_agents.routing), and what the workers
 counted (jarvis_agents.cluster_metrics). Read from the shared record rather than
 counted in this process, the figures are right however many API and worker processes
@@ -12,9 +12,7 @@ there are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -22,36 +20,21 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from api.scrape_cache import ScrapeCache
+from api.sse import DirectStreams
 from jarvis_agents.cluster_metrics import EXPOSED, read_families
 from jarvis_agents.events import EventHub
+from jarvis_agents.health import DatabaseFigures
 from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.routing import QueueDirectory, WorkerAdvert, unserved
-from jarvis_agents.store.repository import Repository
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DatabaseFigures:
-    """Agents by status, the PENDING ones by model: (how many, oldest created_at), and the
-    FAILED ones by stop reason."""
-
-    by_status: dict[str, int]
-    pending: dict[str, tuple[int, datetime]]
-    failed: dict[str, int]
-
-    @classmethod
-    def read(cls, repository: Repository) -> DatabaseFigures:
-        statistics = repository.statistics
-        return cls(statistics.status_counts(), statistics.pending_by_model(),
-                   statistics.failed_by_reason())
 
 
 class SystemFigures:
     """What both endpoints read: the cached database figures and the Redis directory."""
 
-    def __init__(self, repository: Repository, redis_client: Any) -> None:
-        self.database = ScrapeCache(lambda: DatabaseFigures.read(repository))
+    def __init__(self, read_database: Callable[[], DatabaseFigures], redis_client: Any) -> None:
+        self.database = ScrapeCache(read_database)
         self.directory = QueueDirectory(redis_client)
         self.redis = redis_client
 
@@ -143,8 +126,9 @@ def _stranded(database: DatabaseFigures, workers: list[WorkerAdvert]) -> Metric:
 class StreamCollector(Collector):
     """The event streams open in this API process."""
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: EventHub, direct: DirectStreams) -> None:
         self.hub = hub
+        self.direct = direct
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
@@ -154,6 +138,11 @@ class StreamCollector(Collector):
         yield GaugeMetricFamily(
             "jarvis_api_event_hub_connected", "Whether this process receives live events.",
             value=1.0 if self.hub.connected else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "jarvis_api_direct_streams", "Open SSE streams whose live steps the event hub "
+            "writes straight to their socket (api.sse.SocketWriter).",
+            value=float(self.direct.count),
         )
 
 
@@ -167,9 +156,11 @@ class ProcessCollector(Collector):
                 yield family
 
 
-def metrics_registry(figures: SystemFigures, hub: EventHub) -> CollectorRegistry:
+def metrics_registry(
+    figures: SystemFigures, hub: EventHub, direct: DirectStreams
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SystemCollector(figures))
-    registry.register(StreamCollector(hub))
+    registry.register(StreamCollector(hub, direct))
     registry.register(ProcessCollector())
     return registry

@@ -86,6 +86,10 @@ class WaitingStore(Protocol):
     def transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
     ) -> bool: ...
+    def resume(
+        self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
+        **fields: object,
+    ) -> bool: ...
 
 
 def wait(store: WaitingStore, agent: Agent, rows: Sequence[Step], act: Step) -> Agent | None:
@@ -105,11 +109,13 @@ def wait(store: WaitingStore, agent: Agent, rows: Sequence[Step], act: Step) -> 
 
 def answer(
     store: WaitingStore, agent: Agent, *, call_id: str, approve: bool,
-    tool_input: str | None = None, reason: str | None = None,
+    tool_input: str | None = None, reason: str | None = None, max_active: int | None = None,
 ) -> Agent:
     """WAITING → PENDING with the answer recorded, compare-and-set on the attempt that
     waits: a second answer, or one that lost a race with another or a cancel, is a
-    Conflict and changes nothing. The caller queues the agent."""
+    Conflict and changes nothing. PENDING counts against the user's active limit, as a
+    create does: past `max_active` it is RateLimited and the agent goes on waiting
+    (README, Approvals). The caller queues the agent."""
     waiting = agent.waiting_for or {}
     if agent.status is not AgentStatus.WAITING:
         raise Conflict(f"agent {agent.id} is {agent.status.value}, not waiting for an approval",
@@ -119,8 +125,8 @@ def answer(
                        f"not {call_id!r}", code="wrong_call_id")
     answered = agent.with_answered(approve=approve, tool_input=tool_input, reason=reason)
     task_id = f"{agent.id}:{agent.attempt + 1}"
-    if not store.transition(
-        agent.id, AgentStatus.WAITING, AgentStatus.PENDING, attempt=agent.attempt,
+    if not store.resume(
+        agent.id, user_id=agent.user_id, attempt=agent.attempt, max_active=max_active,
         waiting_for=None, approval=answered.approval, waited_ms=answered.waited_ms,
         task_id=task_id, now=answered.updated_at,
     ):

@@ -7,11 +7,12 @@ import binascii
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from jarvis_agents.errors import ConfigError
+from jarvis_agents.redaction import HIDDEN, redacted_url
 from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
 
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
@@ -35,6 +36,7 @@ WEBHOOK_LEASE_S = 20.0
 # A model that has had nothing PENDING or RUNNING this long has no queue, consumer or
 # state left in any worker, and no series in /metrics (routing.py). Only tests shorten it.
 MODEL_IDLE_S = 600.0
+SECRET_FIELDS = frozenset({"webhook_secret", "openai_api_key"})  # hidden in a repr
 
 
 def default_data_dir(env: Mapping[str, str]) -> Path:
@@ -194,6 +196,11 @@ class Settings:
             model_idle_s=_float(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
         )
 
+    def __repr__(self) -> str:
+        """Every field, with the secrets hidden: settings end up in logs and tracebacks."""
+        shown = ", ".join(f"{f.name}={_shown(f.name, getattr(self, f.name))!r}" for f in fields(self))
+        return f"Settings({shown})"
+
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields replaced (tests, command-line flags)."""
         return replace(self, **changes)
@@ -217,6 +224,19 @@ class Settings:
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def _shown(name: str, value: object) -> object:
+    """A field as a repr shows it: secrets hidden, URLs without password or query string,
+    MCP servers' URLs too (their headers and env are never shown)."""
+    if name in SECRET_FIELDS and value:
+        return HIDDEN
+    if isinstance(value, str) and "://" in value:
+        return redacted_url(value)
+    if name == "mcp_servers":
+        return tuple(replace(server, url=redacted_url(server.url)) if server.url else server
+                     for server in value)  # type: ignore[attr-defined]
+    return value
 
 
 def _database_url(value: str) -> str:

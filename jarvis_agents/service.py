@@ -23,7 +23,8 @@ from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, 
 from jarvis_agents.config import Settings
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
-from jarvis_agents.events import EventBus
+from jarvis_agents.events import EventBus, Follower, Subscriber, follow
+from jarvis_agents.events.follow import LentWriter
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.routing import queue_for
 from jarvis_agents.store.interface import AgentStore
@@ -190,10 +191,11 @@ class AgentService:
         self, user_id: uuid.UUID, agent_id: uuid.UUID, *, call_id: str, approve: bool,
         tool_input: str | None = None, reason: str | None = None,
     ) -> Agent:
-        """Answer a WAITING agent's call (approvals.answer), then queue it to go on."""
+        """Answer a WAITING agent's call (approvals.answer), then queue it to go on;
+        RateLimited when the user already has their limit of agents active."""
         agent = approvals.answer(
             self.repository, self.get(user_id, agent_id), call_id=call_id, approve=approve,
-            tool_input=tool_input, reason=reason,
+            tool_input=tool_input, reason=reason, max_active=self.settings.max_active_per_user,
         )
         self._announce_and_enqueue(agent)
         return agent
@@ -289,6 +291,15 @@ class AgentService:
         if agent is None:
             raise NotFound(f"no agent with id {agent_id}")
         return agent
+
+    def follow(
+        self, user_id: uuid.UUID, agent_id: uuid.UUID, *, subscriber: Subscriber, after: int,
+        tick_s: float, writer: Callable[[], LentWriter | None] | None = None, tokens: bool = False,
+    ) -> Follower:
+        """Follow one of the user's agents (events.follow): its steps after `after`, then
+        live ones, until it ends; NotFound for an unknown or another user's agent."""
+        return follow(subscriber, self.repository, agent_id, after=after, user_id=user_id,
+                      tick_s=tick_s, writer=writer, tokens=tokens)
 
     def list(
         self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None,

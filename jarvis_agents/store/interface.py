@@ -82,6 +82,15 @@ class AgentStore(Protocol):
         are written with it, only if it won."""
         ...
 
+    def resume(
+        self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
+        **fields: Any,
+    ) -> bool:
+        """WAITING → PENDING under `attempt` (and `fields`); False when it no longer waits
+        under it. RateLimited, changing nothing, when the user already has `max_active`
+        agents PENDING or RUNNING: the check and the change are one atomic step."""
+        ...
+
     def claim(
         self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None,
         modes: Mapping[str, AgentMode] | None = None,

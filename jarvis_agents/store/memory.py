@@ -145,6 +145,18 @@ class MemoryStore:
             self.agents[agent_id] = replace(agent, status=new, updated_at=now, usage=usage, **fields)
             return True
 
+    def resume(
+        self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
+        **fields: Any,
+    ) -> bool:
+        with self._lock:
+            agent = self.agents[agent_id]
+            if agent.status is not AgentStatus.WAITING or agent.attempt != attempt:
+                return False
+            self._check_active(user_id, max_active)
+            return self.transition(agent_id, AgentStatus.WAITING, AgentStatus.PENDING,
+                                   attempt=attempt, **fields)
+
     def claim(
         self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None,
         modes: Mapping[str, AgentMode] | None = None,

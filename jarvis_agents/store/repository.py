@@ -37,9 +37,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
-from jarvis_agents.errors import Conflict, RateLimited, StaleAttempt
+from jarvis_agents.errors import Conflict, StaleAttempt
 from jarvis_agents.lifecycle import (
-    ACTIVE,
     Agent,
     AgentMode,
     AgentStatus,
@@ -48,10 +47,11 @@ from jarvis_agents.lifecycle import (
     check_transition,
     utcnow,
 )
+from jarvis_agents.store.active_limit import at_active_limit, resume_waiting, too_many_active
 from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
-from jarvis_agents.store.models import AgentRow, StepRow, UserRow
+from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
 from jarvis_agents.store.recovery import Recovery, running_under
 from jarvis_agents.store.rows import (
@@ -70,7 +70,6 @@ from jarvis_agents.threads import Earlier
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
-users = UserRow.__table__
 STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms",
                 "call_id", "input_tokens", "output_tokens")
 _NOW = bindparam("now", type_=DateTime(timezone=True))
@@ -153,11 +152,8 @@ class Repository(Recovery):
                     code="idempotency_key_reused",
                 )
             return agent_from_row(earlier), False
-        if limited:  # the count stopped at max_active: that is how many the user has
-            raise RateLimited(
-                f"you already have {max_active} agents pending or running "
-                f"(the limit is {max_active}); wait for some to finish"
-            )
+        if limited and max_active is not None:
+            raise too_many_active(max_active)
         return agent, True
 
     def _insert_agent(self, agent: Agent, *, max_active: int | None) -> tuple[Any, bool]:
@@ -167,22 +163,8 @@ class Repository(Recovery):
             earlier = self._by_idempotency_key(conn, agent)
             if earlier is not None:
                 return earlier, False
-            if max_active is not None:
-                # Lock the user row so concurrent creates count one after another.
-                conn.execute(
-                    select(users.c.id).where(users.c.id == agent.user_id).with_for_update()
-                )
-                # Count at most `max_active` rows: the answer is only "under the
-                # limit or not", and a user with a big backlog must not slow creates.
-                active_rows = (
-                    select(agents.c.id).where(
-                        agents.c.user_id == agent.user_id,
-                        agents.c.status.in_([s.value for s in ACTIVE]),
-                    ).limit(max_active).subquery()
-                )
-                active = conn.execute(select(func.count()).select_from(active_rows)).scalar_one()
-                if active >= max_active:
-                    return None, True
+            if max_active is not None and at_active_limit(conn, agent.user_id, max_active):
+                return None, True
             conn.execute(insert(agents).values(**agent_values(agent)))
         return None, False
 
@@ -306,6 +288,17 @@ class Repository(Recovery):
             if won and steps:
                 conn.execute(insert(steps_table), step_values(agent_id, attempt or 0, steps))
         return won
+
+    def resume(
+        self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
+        **fields: Any,
+    ) -> bool:
+        """WAITING → PENDING under `attempt`; RateLimited past `max_active` (see
+        store/active_limit.py)."""
+        check_transition(AgentStatus.WAITING, AgentStatus.PENDING)
+        return resume_waiting(self.engine, agent_id, user_id=user_id, attempt=attempt,
+                              max_active=max_active,
+                              values=_transition_values(AgentStatus.PENDING, fields))
 
     def claim(
         self, agent_id: uuid.UUID, *, task_id: str | None = None, now: datetime | None = None,

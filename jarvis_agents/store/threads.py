@@ -11,18 +11,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from jarvis_agents.errors import RateLimited
-from jarvis_agents.lifecycle import ACTIVE, Agent, AgentStatus, Step
-from jarvis_agents.store.models import AgentRow, StepRow, UserRow
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.store.active_limit import at_active_limit, too_many_active
+from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.rows import agent_values, step_values
 from jarvis_agents.threads import Earlier
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
-users = UserRow.__table__
 
 ONE_ACTIVE_INDEX = "uq_agents_one_active_per_thread"
 
@@ -56,17 +55,8 @@ class ThreadStore:
         """Insert the PENDING fork and its copied steps in one transaction; RateLimited
         when the user already has `max_active` agents PENDING or RUNNING."""
         with self.engine.begin() as conn:
-            if max_active is not None:
-                # The user row's lock orders this against the user's creates (as theirs do).
-                conn.execute(select(users.c.id).where(users.c.id == agent.user_id).with_for_update())
-                active_rows = select(agents.c.id).where(
-                    agents.c.user_id == agent.user_id,
-                    agents.c.status.in_([s.value for s in ACTIVE]),
-                ).limit(max_active).subquery()
-                if conn.execute(select(func.count()).select_from(active_rows)).scalar_one() >= max_active:
-                    raise RateLimited(
-                        f"you already have {max_active} agents pending or running "
-                        f"(the limit is {max_active}); wait for some to finish")
+            if max_active is not None and at_active_limit(conn, agent.user_id, max_active):
+                raise too_many_active(max_active)
             conn.execute(insert(agents).values(**agent_values(agent)))
             if steps:
                 # Attempt 0: written by no execution; the fork's first claim is attempt 1.

@@ -4,8 +4,8 @@ A key is shown once and stored only as its SHA-256: keys are 256-bit random toke
 so a fast hash is enough and finds a user with one indexed lookup. A revoked user's
 key finds nobody; rotating stores the new key's hash in place of the old one (and
 lets a revoked user back in), so the old key finds nobody from the commit on. The
-API keeps a user it found for a moment (api.auth.UserCache), which bounds how long
-a revoked or replaced key is still taken.
+API keeps what it found for a moment (jarvis_agents/accounts.py), which bounds how
+long a revoked or replaced key is still taken.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ users = UserRow.__table__
 COLUMNS = (users.c.id, users.c.name, users.c.created_at, users.c.revoked_at)
 
 API_KEY_PREFIX = "jrv_"
+HASHES_PER_QUERY = 1000  # bounds a statement's size
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,23 @@ class Users:
 
     def by_api_key(self, api_key: str) -> User | None:
         """The user this key belongs to; None for an unknown, replaced or revoked key."""
-        found = self._select(users.c.api_key_hash == hash_api_key(api_key))
+        return self.by_key_hash(hash_api_key(api_key))
+
+    def by_key_hash(self, key_hash: str) -> User | None:
+        """`by_api_key`, given the key's hash (`hash_api_key`)."""
+        found = self._select(users.c.api_key_hash == key_hash)
         return found[0] if found and found[0].revoked_at is None else None
+
+    def live_key_hashes(self, key_hashes: Sequence[str]) -> set[str]:
+        """Of these key hashes, those that still let their user in (neither replaced nor
+        revoked): one indexed query per HASHES_PER_QUERY."""
+        live: set[str] = set()
+        for start in range(0, len(key_hashes), HASHES_PER_QUERY):
+            live.update(row["api_key_hash"] for row in self._read(
+                select(users.c.api_key_hash).where(
+                    users.c.api_key_hash.in_(key_hashes[start : start + HASHES_PER_QUERY]),
+                    users.c.revoked_at.is_(None))))
+        return live
 
     def by_name(self, name: str) -> User | None:
         found = self._select(users.c.name == name)

@@ -3,13 +3,18 @@ workers and an Ollama look-alike."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
+from jarvis_agents.config import Settings
+from jarvis_agents.store import open_repository
 from tests.support.api_server import EventStream, wait_until
 from tests.support.fake_ollama import FakeOllama
+from tests.support.store import waiting
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, stack
+pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, stack, shared_api
 
 SCRIPT = [
     "THOUGHT: multiply\nACTION: calculate\nINPUT: 6*7",
@@ -132,6 +137,35 @@ def test_delete_cancels_a_waiting_agent_and_bad_answers_change_nothing(stack):
         assert late.status_code == 409
         running = http.post("/api/v1/agents", json={"goal": "x", "approve_tools": ["nope"]})
         assert running.status_code == 400 and "unknown tool(s): nope" in running.text
+
+
+def test_an_approval_past_the_active_limit_is_a_429_and_the_agent_goes_on_waiting(shared_api):
+    api = shared_api(JARVIS_MAX_ACTIVE_PER_USER="1")  # no worker: a created agent stays PENDING
+    repository = open_repository(Settings.from_env(api.env), pool_size=1)
+    try:
+        user, key = repository.users.create(f"approver-{uuid.uuid4().hex[:8]}")
+        agent, call_id = waiting(repository, user.id)
+    finally:
+        repository.engine.dispose()
+    path = f"/api/v1/agents/{agent.id}"
+    answer = {"call_id": call_id, "approve": True}
+    with api.client(key) as http:
+        holder = http.post("/api/v1/agents", json={"goal": "takes the one slot"})
+        assert holder.status_code == 202, holder.text
+        create_refused = http.post("/api/v1/agents", json={"goal": "one too many"})
+        assert create_refused.status_code == 429
+
+        refused = http.post(f"{path}/approval", json=answer)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["error"]["code"] == create_refused.json()["error"]["code"]
+        assert int(refused.headers["Retry-After"]) > 0
+        still = http.get(path).json()
+        assert still["status"] == "WAITING" and still["waiting_for"]["call_id"] == call_id
+
+        assert http.delete(f"/api/v1/agents/{holder.json()['id']}").status_code == 200
+        approved = http.post(f"{path}/approval", json=answer)
+        assert approved.status_code == 202, approved.text
+        assert approved.json()["status"] == "PENDING"
 
 
 def test_waiting_agents_hold_no_worker(api_env, start_api, start_worker, fake_ollama):

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from typing import Any
 
 import pytest
 
+from api.health import READY_FRESH_S, READY_WAIT_S
 from api.scrape_cache import MAX_AGE_S
 from tests.conftest import free_port
 from tests.support.api_server import wait_until
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
+
+# A change shows in /readyz once the report kept is old enough to be renewed, and checked.
+REPORTED_WITHIN_S = READY_FRESH_S + READY_WAIT_S + 2
 
 CONTRACT_OPERATIONS = {
     ("post", "/api/v1/agents"), ("get", "/api/v1/agents"), ("post", "/api/v1/agents/stream"),
@@ -38,7 +44,8 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
         }, "warnings": []}
 
         fake_ollama.models = ["qwen2.5:72b"]  # the default model is not pulled: still ready
-        not_pulled = http.get("/readyz")
+        # The report is kept up to READY_FRESH_S: the change shows within that.
+        not_pulled = wait_until(lambda: changed(http, "model_pulled", False), timeout_s=REPORTED_WITHIN_S)
         assert not_pulled.status_code == 200
         assert not_pulled.json()["status"] == "ready"
         assert not_pulled.json()["checks"]["ollama"] == {
@@ -49,7 +56,7 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
         assert "ollama pull llama3.2" in warning
 
         fake_ollama.stop()
-        down = http.get("/readyz")
+        down = wait_until(lambda: changed(http, "ok", False), timeout_s=REPORTED_WITHIN_S)
         assert down.status_code == 503
         body = down.json()
         assert body["status"] == "unavailable"
@@ -58,7 +65,53 @@ def test_readiness_reports_each_dependency(api_env, start_api, fake_ollama):
         assert http.get("/healthz").status_code == 200  # alive, just not ready
 
         fake_ollama.start()  # the same port
-        assert http.get("/readyz").status_code == 200
+        wait_until(lambda: http.get("/readyz").status_code == 200, timeout_s=REPORTED_WITHIN_S)
+
+
+def test_readiness_costs_the_dependencies_one_check_per_5_s_however_often_asked(
+    api_env, start_api, fake_ollama
+):
+    api = start_api(api_env)
+    with api.client() as http:
+        before = fake_ollama.connections
+        started = time.monotonic()
+        answers = [http.get("/readyz").status_code for _ in range(50)]
+        elapsed = time.monotonic() - started
+    assert answers == [200] * 50
+    # The model check connects afresh each time (one connection, one request).
+    checks = fake_ollama.connections - before
+    assert 1 <= checks <= 1 + elapsed // READY_FRESH_S, (checks, elapsed)
+
+
+def test_readiness_shows_no_url_query_string_or_credential(
+    api_env, start_api, fake_ollama, tmp_path
+):
+    # The model server's address and an MCP server's URL carry a credential and a token;
+    # the default model is not there, which /readyz warns of, naming the server.
+    with_secrets = fake_ollama.url.replace("//", "//ada:pa55word@")
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"remote": {
+        "url": f"{with_secrets}/mcp?token=s3cret", "headers": {"Authorization": "Bearer s3cret"}}}}))
+    fake_ollama.models = ["another-model"]
+    api = start_api({**api_env, "JARVIS_MCP_CONFIG": str(config),
+                     "OLLAMA_HOST": f"{with_secrets}/?token=s3cret"})
+    with api.client() as http:
+        answer = http.get("/readyz")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["checks"]["ollama"]["model_pulled"] is False
+    (warning,) = body["warnings"]
+    assert "'llama3.2' is not on the Ollama server" in warning
+    assert body["mcp"]["servers"]["remote"]["ok"] is False
+    for secret in ("s3cret", "pa55word", "ada:", "token", "://"):
+        assert secret not in answer.text, (secret, body)
+
+
+def changed(http: Any, field: str, value: object) -> Any:
+    """The /readyz answer once the model server's check says `field` is `value`, else None."""
+    answer = http.get("/readyz")
+    checks = answer.json()["checks"]
+    return answer if (checks.get("ollama") or checks["openai"])[field] == value else None
 
 
 def test_readiness_asks_the_server_of_an_openai_default_model_not_ollama(
@@ -77,13 +130,13 @@ def test_readiness_asks_the_server_of_an_openai_default_model_not_ollama(
         assert "ollama" not in ready.json()["checks"] and ready.json()["warnings"] == []
 
         fake_ollama.models = ["other-model"]
-        not_served = http.get("/readyz")
+        not_served = wait_until(lambda: changed(http, "model_pulled", False), timeout_s=REPORTED_WITHIN_S)
         assert not_served.status_code == 200
         (warning,) = not_served.json()["warnings"]
         assert "'openai/test-model' is not on the OpenAI-compatible server" in warning
 
         fake_ollama.stop()
-        down = http.get("/readyz")
+        down = wait_until(lambda: changed(http, "ok", False), timeout_s=REPORTED_WITHIN_S)
         assert down.status_code == 503 and down.json()["checks"]["openai"]["ok"] is False
         fake_ollama.start()
 
@@ -153,7 +206,7 @@ def test_a_scrape_reads_no_steps_however_many_there_are(pg_url, redis_url):
     app = create_app(settings)
     context = app.extensions["jarvis"]
     statements: list[str] = []
-    event.listen(context.repository.engine, "before_cursor_execute",
+    event.listen(context.service.repository.engine, "before_cursor_execute",
                  lambda conn, cursor, sql, *rest: statements.append(sql))
     try:
         client = app.test_client()

@@ -212,10 +212,10 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
     app = create_app(settings, timing=StreamTiming(recheck_s=recheck_s, tick_s=0.05))
     context = app.extensions["jarvis"]
     statements: list[str] = []
-    event.listen(context.repository.engine, "before_cursor_execute",
+    event.listen(context.service.repository.engine, "before_cursor_execute",
                  lambda conn, cursor, sql, *rest: statements.append(sql))
     try:
-        _, api_key = context.repository.users.create(f"watcher-{uuid.uuid4()}")
+        _, api_key = context.service.repository.users.create(f"watcher-{uuid.uuid4()}")
         headers = {"Authorization": f"Bearer {api_key}"}
         client = app.test_client()
         ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)
@@ -250,7 +250,7 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
 
         ended = time.monotonic()
         for agent_id in ids:
-            assert context.repository.transition(
+            assert context.service.repository.transition(
                 uuid.UUID(agent_id), AgentStatus.PENDING, AgentStatus.CANCELLED,
                 stop_reason=StopReason.CANCELLED,
             )
@@ -351,5 +351,45 @@ def test_every_stream_of_a_hot_agent_gets_every_step_in_order_while_one_client_s
     finally:
         for stream in streams:
             stream.close()
+        redis_client.close()
+        repository.engine.dispose()
+
+
+def test_the_hub_writes_live_steps_straight_to_the_socket_as_gunicorn_frames_them(shared_api):
+    """The fast path (api.sse.SocketWriter) is taken under the installed gunicorn, and
+    what it writes is the body gunicorn frames: a strict HTTP/1.1 client reads every
+    step once, in order. If a gunicorn release frames a streamed body otherwise, or
+    stops saying how, this fails rather than the fast path going quietly unused."""
+    import redis
+
+    from jarvis_agents.events import RedisEventBus
+
+    api = shared_api()  # no worker: this test publishes as one would
+    api_key = api.user()
+    repository = open_repository(Settings.from_env(api.env), pool_size=1)
+    redis_client = redis.Redis.from_url(api.env["REDIS_URL"])
+
+    def direct_streams() -> float:
+        with api.client() as http:
+            line = next(line for line in http.get("/metrics").text.splitlines()
+                        if line.startswith("jarvis_api_direct_streams "))
+        return float(line.split()[1])
+
+    try:
+        with api.client(api_key) as http:
+            agent_id = http.post("/api/v1/agents", json={"goal": "watched"}).json()["id"]
+            agent = repository.get(uuid.UUID(agent_id))
+            with EventStream(http, "GET", f"/api/v1/agents/{agent_id}/events") as stream:
+                assert stream.response.headers["transfer-encoding"] == "chunked"
+                wait_until(lambda: direct_streams() == 1)
+                bus = RedisEventBus(redis_client)
+                for seq in range(1, 51):  # sizes that cross chunk-size digits and buffers
+                    bus.publish_steps(agent, [Step(seq, 0, StepType.THINK, "x" * (seq * 97))])
+                assert bus.flush()
+                told = [stream.next() for _ in range(50)]
+            assert [(e.id, e.data["seq"], len(e.data["content"])) for e in told] == [
+                (str(seq), seq, seq * 97) for seq in range(1, 51)]
+        wait_until(lambda: direct_streams() == 0)
+    finally:
         redis_client.close()
         repository.engine.dispose()

@@ -3,6 +3,7 @@ transaction, the answer as a compare-and-set, the timeout's query, steps' call_i
 
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -10,33 +11,22 @@ from datetime import timedelta
 import pytest
 
 from jarvis_agents import approvals
-from jarvis_agents.errors import Conflict
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.errors import Conflict, RateLimited
+from jarvis_agents.lifecycle import Agent, AgentStatus, StepType, StopReason, utcnow
 from jarvis_agents.store import repository_for
+from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.repository import Repository
+from tests.support.store import new_agent
+from tests.support.store import waiting as waiting_agent
 
 pytestmark = pytest.mark.integration
 
 
 def waiting(repository: Repository, *, webhook: bool = False) -> tuple[Agent, str]:
-    """A RUNNING agent moved to WAITING on a calculate call, as the executor does it."""
+    """A WAITING agent of a new user's (tests.support.store.waiting)."""
     user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
-    agent = Agent.new(user_id=user.id, goal="6*7?", model="m", max_steps=5,
-                      approve_tools=("calculate",),
-                      webhook_url="https://hooks.example.com/x" if webhook else None)
-    repository.create_agent(agent)
-    claimed = repository.claim(agent.id)
-    assert claimed is not None
-    call_id = "call_abc"
-    rows = [Step(1, 0, StepType.THINK, "multiply"),
-            Step(2, 0, StepType.ACT, "6*7", tool="calculate", call_id=call_id)]
-    moved = claimed.with_waiting(call_id=call_id, tool="calculate", tool_input="6*7")
-    assert repository.transition(
-        agent.id, AgentStatus.RUNNING, AgentStatus.WAITING, attempt=claimed.attempt, steps=rows,
-        waiting_for=moved.waiting_for, heartbeat_at=None, now=moved.updated_at)
-    stored = repository.get(agent.id)
-    assert stored is not None
-    return stored, call_id
+    return waiting_agent(repository, user.id,
+                         webhook_url="https://hooks.example.com/x" if webhook else None)
 
 
 def test_the_wait_writes_its_steps_and_owes_its_webhook(repository: Repository) -> None:
@@ -90,6 +80,59 @@ def test_a_waiting_agent_can_be_cancelled_and_not_answered_after(repository: Rep
     stored = repository.get(agent.id)
     assert stored is not None and stored.status is AgentStatus.CANCELLED
     assert stored.to_json()["waiting_for"] is None
+
+
+def test_an_answer_past_the_active_limit_is_refused_and_the_agent_goes_on_waiting(
+    repository: Repository,
+) -> None:
+    agent, call_id = waiting(repository)
+    repository.create_agent(new_agent(agent.user_id))  # PENDING: one active
+    with pytest.raises(RateLimited, match="the limit is 1") as refused:
+        approvals.answer(repository, agent, call_id=call_id, approve=True, max_active=1)
+    assert refused.value.code == "too_many_active_agents"  # the create's code
+    stored = repository.get(agent.id)
+    assert stored is not None and stored.status is AgentStatus.WAITING
+    assert stored.waiting_for == agent.waiting_for and stored.approval is None
+    # A denial resumes the agent too: it counts the same.
+    with pytest.raises(RateLimited):
+        approvals.answer(repository, agent, call_id=call_id, approve=False, max_active=1)
+
+    answered = approvals.answer(repository, agent, call_id=call_id, approve=True, max_active=2)
+    assert answered.status is AgentStatus.PENDING
+    # A second answer at the limit is told it lost the race, not to wait for room.
+    with pytest.raises(Conflict, match="answered or cancelled meanwhile"):
+        approvals.answer(repository, agent, call_id=call_id, approve=True, max_active=2)
+
+
+def test_concurrent_answers_never_take_the_user_past_the_limit(pg_url: str) -> None:
+    """Eight answers at once for a user one agent short of a limit of three: the check
+    and the change are one step, so exactly two go through."""
+    repository = repository_for(make_engine(pg_url, pool_size=10))
+    try:
+        user, _ = repository.users.create("many-waiting")
+        repository.create_agent(new_agent(user.id))
+        waiting_ones = [waiting_agent(repository, user.id) for _ in range(8)]
+        start = threading.Barrier(len(waiting_ones))
+        outcomes: list[str] = []
+
+        def answer(agent: Agent, call_id: str) -> None:
+            start.wait()
+            try:
+                approvals.answer(repository, agent, call_id=call_id, approve=True, max_active=3)
+                outcomes.append("resumed")
+            except RateLimited:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=answer, args=pair) for pair in waiting_ones]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(outcomes) == ["refused"] * 6 + ["resumed"] * 2
+        agents, _ = repository.list_agents(user.id, limit=20)
+        assert sum(a.status is not AgentStatus.WAITING for a in agents) == 3
+    finally:
+        repository.engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

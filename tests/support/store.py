@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from jarvis_agents.lifecycle import Agent, Step, StepType
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType
 from jarvis_agents.store.interface import AgentStore
 
 
@@ -14,10 +14,31 @@ def new_agent(user_id: uuid.UUID, goal: str = "goal", **kw: object) -> Agent:
 
 def running(store: AgentStore, user_id: uuid.UUID) -> Agent:
     """A new agent of the user's, claimed: RUNNING under attempt 1."""
-    agent, _ = store.create_agent(new_agent(user_id))
-    claimed = store.claim(agent.id)
+    return running_of(store, new_agent(user_id))
+
+
+def running_of(store: AgentStore, agent: Agent) -> Agent:
+    """`agent` created and claimed: RUNNING under attempt 1."""
+    created, _ = store.create_agent(agent)
+    claimed = store.claim(created.id)
     assert claimed is not None and claimed.attempt == 1
     return claimed
+
+
+def waiting(store: AgentStore, user_id: uuid.UUID, **kw: object) -> tuple[Agent, str]:
+    """A new agent of the user's moved RUNNING → WAITING on a calculate call, as the
+    executor does it; the agent as stored, and the call's id."""
+    claimed = running_of(store, new_agent(user_id, "6*7?", approve_tools=("calculate",), **kw))
+    call_id = "call_abc"
+    rows = [Step(1, 0, StepType.THINK, "multiply"),
+            Step(2, 0, StepType.ACT, "6*7", tool="calculate", call_id=call_id)]
+    moved = claimed.with_waiting(call_id=call_id, tool="calculate", tool_input="6*7")
+    assert store.transition(
+        claimed.id, AgentStatus.RUNNING, AgentStatus.WAITING, attempt=claimed.attempt, steps=rows,
+        waiting_for=moved.waiting_for, heartbeat_at=None, now=moved.updated_at)
+    stored = store.get(claimed.id)
+    assert stored is not None
+    return stored, call_id
 
 
 def iteration(step: int) -> list[Step]:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from api import create_app
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import DependencyUnavailable
-from jarvis_agents.store.users import User
+from jarvis_agents.store.users import User, hash_api_key
 
 KEY = "jrv_test-key"
 
@@ -30,8 +30,8 @@ class Repository:
     def users(self) -> Repository:  # its users too
         return self
 
-    def by_api_key(self, api_key: str) -> User | None:
-        return self.user if api_key == KEY else None
+    def by_key_hash(self, key_hash: str) -> User | None:
+        return self.user if key_hash == hash_api_key(KEY) else None
 
     def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Any:
         assert self.failure is not None

@@ -12,7 +12,7 @@ import pytest
 from jarvis_agents import approvals
 from jarvis_agents.approvals import ApprovalGate
 from jarvis_agents.config import Settings
-from jarvis_agents.errors import Conflict
+from jarvis_agents.errors import Conflict, RateLimited
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
 from jarvis_agents.lifecycle import Agent, AgentStatus, StepType, StopReason, utcnow
@@ -124,6 +124,20 @@ def test_a_wrong_call_id_or_an_agent_not_waiting_is_a_conflict(tools: ToolRegist
     with pytest.raises(Conflict, match="not 'call_x'"):
         approvals.answer(store, store.agents[agent.id], call_id="call_x", approve=True)
     assert store.agents[agent.id].status is AgentStatus.WAITING
+
+
+def test_an_answer_past_the_active_limit_is_refused_and_the_agent_waits(tools: ToolRegistry) -> None:
+    store = MemoryStore()
+    agent = start(store)
+    executor(store, SCRIPT, tools).run(agent)
+    waiting = store.agents[agent.id]
+    call_id = (waiting.waiting_for or {})["call_id"]
+    store.add(Agent.new(user_id=agent.user_id, goal="busy", model="m", max_steps=5))  # PENDING
+    with pytest.raises(RateLimited, match="the limit is 1"):
+        approvals.answer(store, waiting, call_id=call_id, approve=True, max_active=1)
+    assert store.agents[agent.id] == waiting
+    assert approvals.answer(store, waiting, call_id=call_id, approve=True,
+                            max_active=2).status is AgentStatus.PENDING
 
 
 def test_the_operator_list_gates_too_and_other_tools_run_freely(tools: ToolRegistry) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,26 @@ def test_webhook_timing_keeps_the_contracts_schedule_unless_a_test_shortens_it()
 def test_a_model_is_idle_after_the_contracts_ten_minutes_unless_a_test_shortens_it() -> None:
     assert Settings.from_env({}).model_idle_s == 600
     assert Settings.from_env({"JARVIS_MODEL_IDLE": "6"}).model_idle_s == 6
+
+
+def test_a_repr_hides_every_secret_and_keeps_the_rest(tmp_path: Path) -> None:
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {
+        "remote": {"url": "https://mcp.example.com/mcp?token=mcp-s3cret",
+                   "headers": {"Authorization": "Bearer header-s3cret"}},
+        "local": {"command": "srv", "env": {"API_TOKEN": "env-s3cret"}},
+    }}))
+    settings = Settings.from_env({
+        "DATABASE_URL": "postgresql://root:db-s3cret@db:5432/jarvis",
+        "REDIS_URL": "redis://:redis-s3cret@cache:6379/0",
+        "OPENAI_BASE_URL": "https://llm.example.com/v1", "OPENAI_API_KEY": "sk-s3cret",
+        "JARVIS_WEBHOOK_SECRET": "hook-s3cret", "JARVIS_MCP_CONFIG": str(mcp),
+    })
+    shown = repr(settings)
+    assert "s3cret" not in shown, shown
+    assert "'postgresql+psycopg2://root:***@db:5432/jarvis'" in shown
+    assert "redis_url='redis://:***@cache:6379/0'" in shown
+    assert "openai_api_key='***'" in shown and "webhook_secret='***'" in shown
+    assert "url='https://mcp.example.com/mcp?***'" in shown and "name='local'" in shown
+    assert "max_active_per_user=20" in shown and "openai_base_url='https://llm.example.com/v1'" in shown
+    assert repr(Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)})).count("***") == 0

@@ -11,11 +11,15 @@ from flask import Flask
 
 from api import auth, errors
 from api.dashboard import STATIC_DIR, dashboard
+from jarvis_agents.accounts import ApiKeys
 
 
 class NoUsers:
-    def by_api_key(self, api_key: str) -> None:
+    def by_key_hash(self, key_hash: str) -> None:
         return None
+
+    def live_key_hashes(self, key_hashes: object) -> set[str]:
+        return set()
 
 
 @pytest.fixture
@@ -23,7 +27,7 @@ def http() -> object:
     app = Flask(__name__, static_folder=None)
     app.extensions["jarvis"] = SimpleNamespace(settings=SimpleNamespace(model="qwen2.5:7b <&>"))
     errors.register_error_handlers(app)
-    auth.install(app, auth.UserCache(NoUsers()))  # type: ignore[arg-type]
+    auth.install(app, ApiKeys(NoUsers()))
     app.register_blueprint(dashboard)
     app.add_url_rule("/api/v1/tools", "tools", lambda: {"tools": []})
     return app.test_client()

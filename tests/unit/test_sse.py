@@ -10,7 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from api.sse import SocketWriter, socket_writer, sse, step_frame
+from api.sse import (
+    SocketWriter,
+    sent_as_chunks,
+    server_frames_chunks,
+    socket_writer,
+    sse,
+    step_frame,
+)
 from jarvis_agents.events import AGENT_CHANNEL, Message
 
 AGENT = "7a0e3f4c-0000-4000-8000-000000000001"
@@ -117,9 +124,30 @@ def test_no_direct_writes_outside_gevent(pair) -> None:
     server, _ = pair
     # Even a chunked server response on a non-blocking socket: without greenlets the
     # hub's reader is another OS thread, which could write while the stream does.
-    response = SimpleNamespace(server_response=SimpleNamespace(sock=server, chunked=True))
-    assert socket_writer(response) is None  # type: ignore[arg-type]
-    assert socket_writer(None) is None
+    response = SimpleNamespace(chunked_socket=server)
+    assert socket_writer(response, server_chunks=True) is None  # type: ignore[arg-type]
+    assert socket_writer(None, server_chunks=True) is None
+
+
+@pytest.mark.parametrize(("protocol", "method", "status", "headers", "chunks"), [
+    ("HTTP/1.1", "GET", "200 OK", [("Content-Type", "text/event-stream")], True),
+    ("HTTP/1.1", "POST", "200 OK", [], True),
+    ("HTTP/1.0", "GET", "200 OK", [], False),  # no chunks in HTTP/1.0: the close ends it
+    ("HTTP/1.1", "HEAD", "200 OK", [], False),  # no body at all
+    ("HTTP/1.1", "GET", "200 OK", [("content-length", "12")], False),
+    ("HTTP/1.1", "GET", "429 Too Many Requests", [], False),
+])
+def test_a_body_goes_out_as_chunks_only_where_http_1_1_leaves_no_other_way(
+    protocol: str, method: str, status: str, headers: list[tuple[str, str]], chunks: bool
+) -> None:
+    environ = {"SERVER_PROTOCOL": protocol, "REQUEST_METHOD": method}
+    assert sent_as_chunks(environ, status, headers) is chunks
+
+
+def test_only_a_plain_http_gunicorn_worker_frames_chunks_the_hub_may_write() -> None:
+    assert server_frames_chunks("http", tls=False)
+    assert not server_frames_chunks("uwsgi", tls=False)
+    assert not server_frames_chunks("http", tls=True)
 
 
 @pytest.mark.parametrize("seq", [None, "three", float("inf"), float("nan")])
