@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test bench lint clean
+.PHONY: up demo-model test bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.runtime
 
+# The API's port is $PORT (default 8000), as for `jarvis-agents up`: `PORT=8080 make up`.
 up: $(VENV)/.runtime
 	$(BIN)/jarvis-agents up
+
+# A demo model server where OLLAMA_HOST says (default: Ollama's 127.0.0.1:11434), to try
+# `make up` with no model server: run it in a terminal of its own (README, Quick start).
+demo-model: $(VENV)/.runtime
+	$(BIN)/jarvis-agents demo-model
 
 # Two sessions at once (pytest-xdist), each test file in one of them: the tests mostly
 # wait on servers and processes, so two share the machine's cores well. PYTEST_ARGS=-n0

@@ -140,8 +140,9 @@ def celery_main(
         signals_received += 1
         runner = components.runner
         grace_s = settings.shutdown_grace_s if signals_received == 1 else 0.0
-        log.info("shutting down: %s running agents are handed back in %g s unless they end first",
-                 runner.active(), grace_s)
+        running = runner.active()
+        log.info("shutting down: %s handed back in %g s unless they end first",
+                 "1 running agent is" if running == 1 else f"{running} running agents are", grace_s)
         runner.begin_shutdown(grace_s)
         presence.withdraw()  # no model's agents wait for this worker any more
 

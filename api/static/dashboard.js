@@ -6,11 +6,12 @@
 
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, initAssistants, loadTools } from "./form.js";
-import { $, callApi, plural, showError, text } from "./page.js";
+import { $, callApi, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
 import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import {
-  addStep, renderAgentList, renderFailure, setConnection, setWaiting, showToken, stepItem,
+  activity, addStep, doingAfter, renderAgentList, renderFailure, renderSummary, setConnection,
+  setWaiting, showToken, stepItem,
 } from "./views.js";
 
 const KEY_STORAGE = "jarvis.apiKey";
@@ -29,6 +30,7 @@ const state = {
   agentStream: null,
   steps: new Map(), // seq -> step event data, of the selected agent
   lastSeq: 0,
+  doing: null, // what the selected agent does while RUNNING, as its latest event says
 };
 
 const api = (method, path, body) => callApi(state.apiKey, method, path, body);
@@ -155,6 +157,7 @@ function applyStatus(data) {
   renderAgents();
   if (data.status === "WAITING") fetchAgent(agent.id); // for its `waiting_for`
   if (state.selected === agent.id) {
+    if (data.status !== "RUNNING") state.doing = null; // its next run starts afresh
     renderAgentHead();
     if (TERMINAL.has(agent.status)) refreshSelected();
   }
@@ -248,6 +251,7 @@ function deselect() {
   state.selected = null;
   state.steps.clear();
   state.lastSeq = 0;
+  state.doing = null;
   $("steps").replaceChildren();
   forgetThread();
   showError("agent-failure", null);
@@ -257,9 +261,23 @@ function deselect() {
   if (location.hash) history.replaceState(null, "", location.pathname + location.search);
 }
 
+/** An agent event says it runs (a PENDING agent shown is RUNNING: the user-wide stream
+ * may tell it later) and what it does now; whether its status changed. */
+function running(agent, name, data) {
+  state.doing = doingAfter(name, data);
+  if (!agent || agent.status !== "PENDING") return false;
+  agent.status = "RUNNING";
+  return true;
+}
+
 function onAgentEvent(id, name, data) {
   if (state.selected !== id) return true;
-  if (name === "token") return showToken(data); // the reply as it is written
+  if (name === "token") { // the reply as it is written
+    const agent = state.agents.get(id);
+    if (running(agent, name, data)) showAgent();
+    else setWaiting(activity(agent, state.doing));
+    return showToken(data);
+  }
   if (STEP_EVENTS.has(name)) {
     const seq = Number(data.seq);
     if (!Number.isInteger(seq) || state.steps.has(seq)) return false; // replayed: seen
@@ -270,23 +288,24 @@ function onAgentEvent(id, name, data) {
     if (agent && !TERMINAL.has(agent.status)) {
       // The user-wide stream tells of status changes, not of each step: count them here.
       // An iteration counts from its first step, as the API's step_count does.
-      if (agent.status === "PENDING") agent.status = "RUNNING";
       agent.step_count = Math.max(agent.step_count || 0, Number(data.step) + 1);
+      running(agent, name, data);
       renderAgents();
     }
-    setWaiting(name === "act" && data.tool ? `Running ${data.tool}…` : "Thinking…");
     renderAgentHead();
     return false;
   }
   if (name === "waiting") {
     const agent = state.agents.get(id);
     if (agent && !TERMINAL.has(agent.status)) Object.assign(agent, { status: "WAITING", waiting_for: waitingFor(data) });
+    state.doing = null;
     showAgent();
     return false;
   }
   if (name === "cancelled") {
     if (!$("steps").querySelector('.step[data-type="CANCELLED"]')) {
-      $("steps").append(stepItem("CANCELLED", null, [text("The agent was cancelled.")]));
+      const when = state.steps.size ? "" : " before its first step";
+      $("steps").append(stepItem("CANCELLED", null, [text(`The agent was cancelled${when}.`)]));
     }
     return false;
   }
@@ -319,30 +338,11 @@ function renderAgentHead() {
   const id = state.selected;
   if (!id) return;
   const agent = state.agents.get(id);
-  const status = agent ? agent.status : "";
-  const badge = $("agent-status");
-  badge.textContent = status || "…";
-  badge.dataset.status = status;
-  $("agent-goal").textContent = agent ? agent.goal : id;
-  $("cancel").hidden = !agent || TERMINAL.has(status);
-  const meta = [`id ${id}`];
-  if (agent) {
-    meta.push(agent.model, plural(agent.step_count || 0, "step"));
-    if (agent.stop_reason) meta.push(agent.stop_reason.replace(/_/g, " "));
-    if (agent.duration_ms !== null && agent.duration_ms !== undefined && TERMINAL.has(status)) {
-      meta.push(`${(agent.duration_ms / 1000).toFixed(1)} s`);
-    }
-  }
-  $("agent-meta").textContent = meta.join(" · ");
-  const final = $("agent-final");
-  final.hidden = !(agent && status === "COMPLETED" && agent.final_answer);
-  final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
+  renderSummary(id, agent);
   renderFailure(agent);
   renderApproval(agent);
   renderThread(agent, { api, onSelect: select });
-  if (TERMINAL.has(status)) setWaiting(null);
-  else if (status === "WAITING") setWaiting("Waiting for your approval…");
-  else if ($("agent-waiting").hidden) setWaiting(status === "PENDING" ? "Waiting for a worker…" : "Thinking…");
+  setWaiting(activity(agent, state.doing));
 }
 
 function onStep(data) {

@@ -9,23 +9,62 @@ const HISTORY_S = 600; // what the charts keep
 const STATUSES = ["PENDING", "RUNNING", "WAITING", "COMPLETED", "FAILED", "CANCELLED"];
 const FINISHED = ["COMPLETED", "FAILED", "CANCELLED"];
 
-const history = { t: [], rate: [], latency: [] };
-let last = null; // the previous reading: {at (s), finished, callsSum, callsCount}
-let charts = null;
+// The charts (the vendored uPlot): x in seconds since the epoch, uPlot's unit for time
+// scales, over a window of at least MIN_WINDOW_S ending at the last reading (with one
+// reading, uPlot would stretch the range over a day or years); y labels with the decimals their step
+// needs, so that small figures (0.0002 s) never show two ticks alike. Each chart says its
+// ticks in its aria-label (a canvas has no text).
+const MIN_WINDOW_S = 60;
+const TIME = { hour: "2-digit", minute: "2-digit", second: "2-digit" };
 
-function chart(target, label, stroke) {
-  const width = Math.max(target.clientWidth, 240);
+/** Tick labels with as many decimals as the step between ticks needs. */
+function numberLabels(splits) {
+  const step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : 1;
+  const decimals = Math.min(10, Math.max(0, -Math.floor(Math.log10(step) + 1e-9)));
+  return splits.map((value) => value.toFixed(decimals));
+}
+
+/** Tick labels of a time axis: the time of day, to the second. */
+function timeLabels(splits) {
+  return splits.map((seconds) => new Date(seconds * 1000).toLocaleTimeString([], TIME));
+}
+
+/** [from, to] of the x scale: the readings `times`, over at least MIN_WINDOW_S ending at
+ * the last one (now before the first). Read from the data: with one reading, uPlot gives
+ * the range function that reading and a day after it. */
+function timeWindow(times) {
+  const to = times.length ? times[times.length - 1] : Date.now() / 1000;
+  return [Math.min(times.length ? times[0] : to, to - MIN_WINDOW_S), to];
+}
+
+/** A line chart of one figure over time in `target`; `floor` is the least top of its y
+ * scale, so that a figure at 0 still has a sensible one. */
+function timeChart(target, { title, unit, stroke, floor }) {
+  const ticks = { x: [], y: [] };
+  const describe = () => target.setAttribute(
+    "aria-label", `${title}: ${unit} ${ticks.y.join(", ")} at ${ticks.x.join(", ")}`);
   return new window.uPlot(
     {
-      width, height: 180, legend: { show: false },
-      scales: { x: { time: true }, y: { range: (_, min, max) => [0, Math.max(max, 1e-3) * 1.15] } },
-      series: [{}, { label, stroke, width: 2, fill: `${stroke}22`, points: { show: false } }],
-      axes: [{}, { size: 50 }],
+      width: Math.max(target.clientWidth, 240), height: 180, legend: { show: false },
+      scales: {
+        x: { time: true, range: (plot) => timeWindow(plot.data[0]) },
+        y: { range: (_, min, max) => [0, Math.max(max ?? 0, floor) * 1.15] },
+      },
+      series: [{}, { label: unit, stroke, width: 2, fill: `${stroke}22`, points: { show: false } }],
+      axes: [
+        { space: 80, values: (_, splits) => (ticks.x = timeLabels(splits)) },
+        { size: 60, values: (_, splits) => (ticks.y = numberLabels(splits)) },
+      ],
+      hooks: { draw: [describe] },
     },
     [[], []],
     target,
   );
 }
+
+const history = { t: [], rate: [], latency: [] };
+let last = null; // the previous reading: {at (s), finished, callsSum, callsCount}
+let charts = null;
 
 function row(cells) {
   const tr = el("tr");
@@ -93,8 +132,10 @@ function record(samples) {
   }
   last = reading;
   charts ||= {
-    rate: chart($("rate-chart"), "agents/s", "#2f5bea"),
-    latency: chart($("latency-chart"), "seconds", "#7c3aed"),
+    rate: timeChart($("rate-chart"), {
+      title: "Agents finished per second", unit: "agents/s", stroke: "#2f5bea", floor: 0.1 }),
+    latency: timeChart($("latency-chart"), {
+      title: "Model call latency", unit: "seconds", stroke: "#7c3aed", floor: 0.01 }),
   };
   charts.rate.setData([history.t, history.rate]);
   charts.latency.setData([history.t, history.latency]);

@@ -51,6 +51,28 @@ function fillAgentRow(row, agent, selected) {
     `${plural(agent.step_count || 0, "step")} · ${formatTime(agent.created_at)}`;
 }
 
+/** The selected agent's head: its status, goal, figures and answer; Cancel while it may. */
+export function renderSummary(id, agent) {
+  const status = agent ? agent.status : "";
+  const badge = $("agent-status");
+  badge.textContent = status || "…";
+  badge.dataset.status = status;
+  $("agent-goal").textContent = agent ? agent.goal : id;
+  $("cancel").hidden = !agent || TERMINAL.has(status);
+  const meta = [`id ${id}`];
+  if (agent) {
+    meta.push(agent.model, plural(agent.step_count || 0, "step"));
+    if (agent.stop_reason) meta.push(agent.stop_reason.replace(/_/g, " "));
+    if (agent.duration_ms !== null && agent.duration_ms !== undefined && TERMINAL.has(status)) {
+      meta.push(`${(agent.duration_ms / 1000).toFixed(1)} s`);
+    }
+  }
+  $("agent-meta").textContent = meta.join(" · ");
+  const final = $("agent-final");
+  final.hidden = !(agent && status === "COMPLETED" && agent.final_answer);
+  final.textContent = agent && agent.final_answer ? `Answer: ${agent.final_answer}` : "";
+}
+
 /** Show a step event in the steps list, in seq order whatever order events arrive in. */
 export function addStep(data) {
   const type = String(data.type || "").toUpperCase();
@@ -93,6 +115,25 @@ export function errorStepShows(message) {
 export function renderFailure(agent) {
   const error = agent && agent.status === "FAILED" ? agent.error : null;
   showError("agent-failure", error && !errorStepShows(error) ? error : null);
+}
+
+const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
+
+/** What an agent does after an event of its stream (`doing`, for activity()). */
+export function doingAfter(name, data) {
+  if (name === "token") return "Writing…";
+  if (name === "act" && data.tool) return `Running ${data.tool}…`;
+  if (name === "final") return ""; // nothing more, unless its answer is refused (an error)
+  return "Thinking…";
+}
+
+/** The line under the steps: from the agent's status, and while it runs from what its
+ * latest event said it does (`doing`). */
+export function activity(agent, doing) {
+  if (!agent || TERMINAL.has(agent.status)) return null;
+  if (agent.status === "WAITING") return "Waiting for your approval…";
+  if (agent.status === "PENDING") return "Waiting for a worker…";
+  return doing ?? "Thinking…";
 }
 
 /** The line under the steps that says what the agent is doing; hidden without a message. */

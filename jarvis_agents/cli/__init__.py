@@ -9,7 +9,8 @@ this package imports it (`tests/unit/test_layers.py` checks).
 - `users`: `users create | list | revoke | rotate`, on the database directly;
 - `client`: the API over HTTP (`JarvisClient`);
 - `terminal`: how agents, steps and events look on a terminal;
-- `local_stack`: `jarvis-agents up`, the whole system on one machine.
+- `local_stack`: `jarvis-agents up`, the whole system on one machine;
+- `demo`: `jarvis-agents demo-model`, a model server to try it with.
 """
 
 from jarvis_agents.cli.commands import main

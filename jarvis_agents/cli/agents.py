@@ -246,7 +246,7 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent
                 events = client.events(agent_id, last_event_id=last_seq, tokens=tokens)
     finally:
         if renderer is not None:
-            renderer.stop()
+            renderer.close()  # on Ctrl-C, a reply cut mid-way gets its line ended
     status = str(done.get("status", "FAILED"))
     if renderer is not None:
         try:
@@ -317,14 +317,28 @@ def steps(agent_id: str, after: int | None, as_json: bool) -> None:
     """Show an agent's steps so far, in order."""
     from jarvis_agents.cli.terminal import make_console, print_json, steps_list
 
-    found = open_client().steps(agent_id, after=after)
+    client = open_client()
+    found = client.steps(agent_id, after=after)
     console = make_console()
     if as_json:
         print_json(console, {"steps": found})
     elif not found:
-        click.echo("no steps yet", err=True)
+        click.echo(no_steps(client.get(agent_id), after=after), err=True)
     else:
         steps_list(console, found)
+
+
+def no_steps(agent: dict[str, Any], *, after: int | None) -> str:
+    """Why `steps` shows nothing: none yet, none after SEQ, or none ever (it ended first)."""
+    from jarvis_agents.cli.client import TERMINAL_STATUSES
+
+    if after:
+        return f"no steps after {after}" + ("" if agent["status"] in TERMINAL_STATUSES else " yet")
+    if agent["status"] == "CANCELLED":
+        return "no steps: the agent was cancelled before its first step"
+    if agent["status"] == "FAILED":
+        return f"no steps: the agent failed before its first step ({agent.get('error')})"
+    return "no steps yet"
 
 
 @click.command()

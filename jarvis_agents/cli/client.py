@@ -181,7 +181,7 @@ class JarvisClient:
     ) -> dict[str, Any]:
         """`{"agents": [...], "next_cursor": …}`, newest first (of one thread, with `thread_id`)."""
         said = (("status", status), ("limit", limit), ("cursor", cursor),
-                ("thread_id", _agent_id(thread_id) if thread_id is not None else None))
+                ("thread_id", _agent_id(thread_id, what="a thread") if thread_id is not None else None))
         params = {k: v for k, v in said if v is not None}
         return self._json("GET", f"{API}/agents", params=params)
 
@@ -342,13 +342,15 @@ def _create_request(goal: str, options: CreateOptions) -> tuple[dict[str, Any], 
     return {"goal": goal, **said}, {"Idempotency-Key": key} if key else {}
 
 
-def _agent_id(value: str) -> str:
-    """Refuse anything but a UUID before it reaches a URL path."""
+def _agent_id(value: str, *, what: str = "an agent") -> str:
+    """Refuse anything but a UUID before it reaches a URL; `what` the id names (a thread's
+    is its first agent's)."""
     try:
         return str(uuid.UUID(str(value).strip()))
     except ValueError:
         raise RequestError(
-            f"{value!r} is not an agent id (expected a UUID such as 3f2c8a4e-…)", code="invalid_id"
+            f"{value!r} is not {what} id "
+            "(expected a UUID such as 3f2c8a4e-…)", code="invalid_id"
         ) from None
 
 

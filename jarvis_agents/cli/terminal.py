@@ -56,7 +56,7 @@ def step_text(kind: str, content: str, tool: str | None = None, *, seq: int | No
     text = Text()
     if seq is not None:
         text.append(f"{seq:>3} ", style="dim")
-    text.append(label.ljust(LABEL_WIDTH), style=style)
+    text.append(_label(label), style=style)
     if kind.upper() == "ACT" and tool:
         text.append(tool, style="bold")
         body = f"({content})"
@@ -68,6 +68,23 @@ def step_text(kind: str, content: str, tool: str | None = None, *, seq: int | No
     indent = "\n" + " " * (LABEL_WIDTH + (4 if seq is not None else 0))
     text.append(body.rstrip("\n").replace("\n", indent), style="bold green" if kind.upper() == "FINAL" else "")
     return text
+
+
+def _label(name: str) -> str:
+    """A step's label padded to its column, and never glued to what follows (CANCELLED)."""
+    return name.ljust(LABEL_WIDTH - 1) + " "
+
+
+def activity(kind: str, data: dict[str, Any]) -> str | None:
+    """What the agent does after an event of `kind`, as the spinner says it; None once it
+    has nothing more to do (or the person must act)."""
+    if kind == "ACT" and data.get("tool"):
+        return f"running {data['tool']}…"
+    if kind in ("THINK", "ACT", "OBSERVE", "ERROR"):
+        return "thinking…"
+    if kind == "WAITING":
+        return "waiting for approval…"
+    return None  # FINAL, CANCELLED, done
 
 
 class LiveRenderer:
@@ -94,6 +111,13 @@ class LiveRenderer:
             self.token(str(data.get("delta") or ""))
             return
         self._end_writing()
+        # The spinner says what follows this event; it is set first because printing the
+        # event redraws it: set after, the event would be shown beside the previous label.
+        doing = activity(kind, data)
+        if doing is None:
+            self.stop()
+        else:
+            self._spin(doing)
         if kind in STEP_STYLES:
             content = str(data.get("content") or "")
             self.console.print(step_text(kind, content, data.get("tool")))
@@ -101,14 +125,12 @@ class LiveRenderer:
                 self.shown_errors.add(content.strip())
             if kind == "FINAL":
                 self.final_answer = content
-            self._spin(f"running {data.get('tool')}…" if kind == "ACT" and data.get("tool") else "thinking…")
         elif kind == "WAITING":
             call = f"{data.get('tool')}({json.dumps(data.get('input'), ensure_ascii=False)})"
-            self.console.print(Text("WAITING".ljust(LABEL_WIDTH) + f"{call} needs an approval",
+            self.console.print(Text(_label("WAITING") + f"{call} needs an approval",
                                     style="bold magenta"))
-            self._spin("waiting for an approval…")
         elif kind == "CANCELLED":
-            self.console.print(Text("CANCELLED".ljust(LABEL_WIDTH) + "the agent was cancelled", style="yellow"))
+            self.console.print(Text(_label("CANCELLED") + "the agent was cancelled", style="yellow"))
 
     def finish(self, status: str, stop_reason: str | None, agent: dict[str, Any] | None) -> None:
         """The last lines: the outcome, why, and the elapsed time."""
@@ -139,8 +161,8 @@ class LiveRenderer:
         if not delta:
             return
         self.stop()
+        self.writing += delta  # first: a Ctrl-C during the print still finds the line open
         self.console.print(Text(delta, style="dim"), end="", soft_wrap=True)
-        self.writing += delta
 
     def _end_writing(self) -> None:
         """The reply is written and its steps follow: on a terminal its live text is
@@ -156,6 +178,14 @@ class LiveRenderer:
         else:
             self.console.out("")
         self.writing = ""
+
+    def close(self) -> None:
+        """Stop, wherever the agent was (Ctrl-C): a reply cut mid-way keeps its text, and
+        its line is ended, so that what is printed next starts on a line of its own."""
+        self.stop()
+        if self.writing:
+            self.console.out("")
+            self.writing = ""
 
     def stop(self) -> None:
         if self.status is not None:
@@ -251,7 +281,8 @@ def _context(context: dict[str, Any] | None) -> str | None:
     if not context:
         return None
     left_out = f", {context['left_out']} oldest left out (JARVIS_CONTEXT_CHARS)" if context["left_out"] else ""
-    return f"{context['turns']} earlier turns of its thread{left_out}"
+    turns = context["turns"]
+    return f"{turns} earlier turn{'' if turns == 1 else 's'} of its thread{left_out}"
 
 
 def steps_list(console: Console, steps: Iterable[dict[str, Any]]) -> None:

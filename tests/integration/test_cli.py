@@ -404,8 +404,10 @@ def test_run_on_a_terminal_shows_the_reply_live_then_replaces_it_with_the_steps(
         quiet = run_on_a_terminal(live_stack, "run", "--no-tokens", "What is 1234 * 902?")
     finally:
         live_stack.fake.chunk_delay_s = 0.0
-    # Colours and the cursor shown or hidden, not the moves and erasures.
-    shown, quiet = (re.sub(r"\x1b\[[0-9;?]*[mlh]", "", text) for text in (shown, quiet))
+    # Colours, the cursor shown or hidden and the spinner's frames (each erased by the
+    # next line), not the moves and erasures.
+    shown, quiet = (re.sub(r"[\u2800-\u28ff] [^\r\n]*\r\x1b\[2K", "",
+                           re.sub(r"\x1b\[[0-9;?]*[mlh]", "", text)) for text in (shown, quiet))
     written = shown.index("THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902")
     erased = shown.index("\r\x1b[2A\x1b[J", written)  # the 3 lines erased, then the steps
     assert shown.index("THINK    I need to compute\nACT      calculate(1234 * 902)") > erased

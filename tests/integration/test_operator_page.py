@@ -69,3 +69,38 @@ def test_the_agents_page_links_to_the_operator_page(page: Any) -> None:
     page.click("a[href='/operator']")
     expect(page).to_have_url(re.compile(r"/operator$"))
     expect(page.locator("h1")).to_contain_text("operations")
+
+
+def ticks(page: Any, chart: str) -> tuple[list[str], list[str]]:
+    """The x and y tick labels the chart drew, as its aria-label says them."""
+    said = page.locator(f"#{chart}").get_attribute("aria-label") or ""
+    found = re.fullmatch(r"[^:]+: \S+ (.*) at (.*)", said)
+    assert found, said
+    return found.group(2).split(", "), found.group(1).split(", ")
+
+
+def test_the_charts_axes_read_times_of_today_and_distinct_figures(
+    browser: Any, live_stack: LiveStack
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB",
+                                  base_url=live_stack.url)
+    try:
+        page = context.new_page()
+        page.goto("/operator")
+        updated = page.locator("#updated")
+        expect(updated).not_to_have_text("never")
+        # The second reading is the charts' first point: the case that read "Apr 2027".
+        expect(updated).not_to_have_text(updated.inner_text(), timeout=FIGURES_MS)
+        now_s = page.evaluate("(() => { const d = new Date();"
+                              " return d.getHours() * 3600 + d.getMinutes() * 60 + d.getSeconds(); })()")
+        for chart in ("rate-chart", "latency-chart"):
+            times, figures = ticks(page, chart)
+            assert len(times) >= 2 and len(set(times)) == len(times), times
+            for shown in times:
+                hours, minutes, seconds = (int(part) for part in shown.split(":"))
+                ago_s = (now_s - (hours * 3600 + minutes * 60 + seconds)) % 86400
+                assert ago_s <= 600 or ago_s >= 86400 - 60, (shown, times)  # the last minutes
+            assert len(figures) >= 2 and len(set(figures)) == len(figures), figures
+            assert [float(f) for f in figures] == sorted(float(f) for f in figures), figures
+    finally:
+        context.close()

@@ -1,18 +1,12 @@
-"""A real HTTP server that speaks Ollama's protocols, for integration tests and benchmarks.
+"""The test suite's model server: `jarvis_agents.demo.server.ModelServer` (a real HTTP
+server that speaks Ollama's protocols and the OpenAI one, scripted with a
+`responder(request_json) -> reply`, a reply being text or a `Turn`), which also records
+what it is asked and fails or cuts replies on demand.
 
-Like Ollama it answers its native API, `POST /api/chat` (streamed NDJSON or a single
-JSON, with tools, thinking and tool calls), `GET /api/tags`, `GET /api/version` and
-`POST /api/show` (with each model's capabilities), and the OpenAI one, `POST
-/v1/chat/completions` (server-sent events with tool-call deltas and usage, or a
-single JSON) and `GET /v1/models`, with the 404 for a model it does not have and
-stop sequences honoured (the wire formats: `fake_ollama_api.py`,
-`fake_openai_api.py`). A test scripts it with a `responder(request_json) -> reply`,
-a reply being text or a `fake_replies.Turn`, and can add latency, slow chunks, HTTP
-failures and dropped connections; it can be stopped and restarted on the same port to
-simulate an outage. Like Ollama, it notices a client that hangs up mid-reply (even
-while it is silent, before the first token) and stops replying: `hangups` counts
-them, `chunks` the pieces of streamed replies written, and `connections` the
-connections it accepted. Run it as a process for benchmarks:
+A test can add latency, slow chunks, HTTP failures and dropped connections; it can be
+stopped and restarted on the same port to simulate an outage. `hangups` counts the
+clients that hung up mid-reply, `chunks` the pieces of streamed replies written, and
+`connections` the connections it accepted. Run it as a process for benchmarks:
 
     python -m tests.support.fake_ollama --port 11555 --latency 2.0 --script calc
 """
@@ -23,16 +17,12 @@ import ssl
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from tests.support.fake_ollama_api import CAPABILITIES, with_tag
-from tests.support.fake_ollama_http import ModelServer
-from tests.support.fake_replies import ScriptExhausted, Turn, cut_at_stop
-
-Responder = Callable[[dict[str, Any]], str | Turn]
-Latency = float | Callable[[], float]
+from jarvis_agents.demo.ollama_api import with_tag
+from jarvis_agents.demo.replies import ScriptExhausted, Turn, cut_at_stop
+from jarvis_agents.demo.server import Admission, Latency, ModelServer, Responder, plain_answer
 
 DEFAULT_MODELS = ("llama3.2", "test-model")
 __all__ = ["DEFAULT_MODELS", "FakeOllama", "Latency", "Responder", "ScriptExhausted", "Turn"]
@@ -41,12 +31,8 @@ __all__ = ["DEFAULT_MODELS", "FakeOllama", "Latency", "Responder", "ScriptExhaus
 _with_tag, _cut_at_stop = with_tag, cut_at_stop
 
 
-def _default_responder(request: dict[str, Any]) -> str:
-    return "THOUGHT: Nothing to look up.\nFINAL_ANSWER: 42"
-
-
-class FakeOllama:
-    """An Ollama look-alike on a real socket; a context manager that starts and stops it."""
+class FakeOllama(ModelServer):
+    """The model server of `jarvis_agents.demo`, with what a test asks of it besides."""
 
     def __init__(
         self,
@@ -60,17 +46,9 @@ class FakeOllama:
         capabilities: Mapping[str, Sequence[str]] | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.host = host
-        # A server-side context: HTTPS. Then no latency nor chunk delay: a TLS socket
-        # cannot be peeked at for a client that hung up.
-        self.tls = tls
-        self.port = port  # 0 picks a free port at the first start(); restarts reuse it
-        self.responder: Responder = responder or _default_responder
-        self.models = list(models)
-        # What /api/show reports per model; a model not named reports CAPABILITIES.
-        self.capabilities = {with_tag(k): list(v) for k, v in (capabilities or {}).items()}
-        self.latency_s = latency_s
-        self.chunk_delay_s = chunk_delay_s
+        super().__init__(host=host, port=port, responder=responder, models=models,
+                         latency_s=latency_s, chunk_delay_s=chunk_delay_s,
+                         capabilities=capabilities, tls=tls)
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self._endpoints: list[str] = []
@@ -83,75 +61,8 @@ class FakeOllama:
         self._chunks = 0
         self._connections = 0
         self._changed = threading.Condition(self._lock)
-        self._server: ModelServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # --- lifecycle -------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._server is not None
-
-    def start(self) -> FakeOllama:
-        if self._server is not None:
-            raise RuntimeError(f"FakeOllama is already running at {self.url}")
-        server = ModelServer((self.host, self.port), self)
-        self.port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},  # shutdown() waits up to one poll interval
-            name=f"fake-ollama-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening and cut every open connection, as a crashed server would."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None:
-            return
-        server.stop()  # wakes handlers waiting out a latency or chunk delay
-        server.shutdown()
-        server.server_close()
-        server.cut_connections()
-        if thread is not None:
-            thread.join()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # --- scripting -------------------------------------------------------------------
-
-    @staticmethod
-    def by_turn(replies: Sequence[str | Turn]) -> Responder:
-        """Reply index = number of assistant messages in the request's conversation.
-
-        The conversation says which turn it is, so one script serves 100 concurrent
-        agents and agents resumed from their persisted steps alike.
-        """
-        script = list(replies)
-
-        def respond(request: dict[str, Any]) -> str | Turn:
-            turn = sum(1 for m in request.get("messages", []) if m.get("role") == "assistant")
-            if turn >= len(script):
-                raise ScriptExhausted(
-                    f"FakeOllama script has {len(script)} replies; the conversation is at turn {turn + 1}"
-                )
-            return script[turn]
-
-        return respond
 
     def fail_next(self, n: int = 1, *, status: int = 500, message: str = "internal server error") -> None:
         """Answer the next `n` chat requests with HTTP `status` and `{"error": message}`."""
@@ -168,7 +79,7 @@ class FakeOllama:
 
         A server that a module's tests share (`tests.support.api_fixtures.stack`) is
         reset before each test, so none sees another's requests or script."""
-        self.responder = _default_responder
+        self.responder = plain_answer
         self.latency_s = 0.0
         self.chunk_delay_s = 0.0
         with self._changed:
@@ -242,18 +153,13 @@ class FakeOllama:
         with self._changed:
             return self._changed.wait_for(lambda: self._chunks >= n, timeout=timeout_s)
 
-    def knows(self, model: str) -> bool:
-        return with_tag(model) in {with_tag(m) for m in self.models}
-
     def capabilities_of(self, model: str) -> list[str]:
         with self._lock:
             self._shows.append(model)
-        return self.capabilities.get(with_tag(model), list(CAPABILITIES))
+        return super().capabilities_of(model)
 
-    def _admit(
-        self, request: dict[str, Any], endpoint: str
-    ) -> tuple[tuple[int, str] | None, int | None]:
-        """Record a chat request; return the failure and the drop scheduled for it."""
+    def admit(self, request: dict[str, Any], endpoint: str) -> Admission:
+        """Record a chat request; the failure and the drop scheduled for it."""
         with self._lock:
             self._requests.append(request)
             self._endpoints.append(endpoint)
@@ -261,15 +167,12 @@ class FakeOllama:
             drop = self._drops.popleft() if self._drops and failure is None else None
             return failure, drop
 
-    def _heard(self, authorization: str | None) -> None:
+    def heard(self, authorization: str | None) -> None:
         with self._lock:
             self._authorizations.append(authorization)
 
-    def _latency(self) -> float:
-        return self.latency_s() if callable(self.latency_s) else self.latency_s
-
-    def _count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False,
-               listing: str | None = None) -> None:
+    def count(self, *, connection: bool = False, hangup: bool = False, chunk: bool = False,
+              listing: str | None = None) -> None:
         with self._changed:
             if listing is not None:
                 self._listings.append(listing)

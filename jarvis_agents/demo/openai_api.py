@@ -1,4 +1,4 @@
-"""The test server's OpenAI protocol (`/v1/*`), as OpenAI and vLLM send it.
+"""The model server's OpenAI protocol (`/v1/*`), as OpenAI and vLLM send it.
 
 A streamed `/v1/chat/completions` reply is server-sent events: a first chunk with the
 role, `reasoning_content` pieces (llama.cpp's and vLLM's reasoning field), `content`
@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from tests.support.fake_replies import FakeToolCall, Turn, pieces, thirds
+from jarvis_agents.demo.replies import ToolCall, Turn, pieces, thirds
 
 
 def models(names: list[str]) -> dict[str, Any]:
@@ -95,10 +95,10 @@ class OpenAIChat:
 
 def _head(model: str, kind: str) -> dict[str, Any]:
     return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": kind, "created": int(time.time()),
-            "model": model, "system_fingerprint": "fp_fake"}
+            "model": model, "system_fingerprint": "fp_jarvis_demo"}
 
 
-def _id(call: FakeToolCall) -> str:
+def _id(call: ToolCall) -> str:
     return call.id or f"call_{uuid.uuid4().hex[:12]}"
 
 

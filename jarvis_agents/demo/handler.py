@@ -1,6 +1,6 @@
-"""The test model server's HTTP side: a thread per connection, each chat reply sent as
-its protocol says (`fake_ollama_api.py`, `fake_openai_api.py`), paced and cut as the
-test asked, and a client that hangs up noticed (see `tests.support.fake_ollama`)."""
+"""The model server's HTTP side (the standard library's http.server): a thread per
+connection, each chat reply sent as its protocol says (`ollama_api`, `openai_api`), paced
+and cut as its `ModelServer` says, and a client that hangs up noticed."""
 
 from __future__ import annotations
 
@@ -16,26 +16,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from tests.support.fake_ollama_api import OllamaChat, model_entry, show
-from tests.support.fake_openai_api import OpenAIChat, models
-from tests.support.fake_replies import ScriptExhausted, as_turn, cut_at_stop
+from jarvis_agents.demo.ollama_api import OllamaChat, model_entry, show
+from jarvis_agents.demo.openai_api import OpenAIChat, models
+from jarvis_agents.demo.replies import ScriptExhausted, as_turn, cut_at_stop
 
 if TYPE_CHECKING:
-    from tests.support.fake_ollama import FakeOllama
+    from jarvis_agents.demo.server import ModelServer
 
 Protocol = type[OllamaChat] | type[OpenAIChat]
 CHAT_ENDPOINTS: dict[str, Protocol] = {"/api/chat": OllamaChat, "/v1/chat/completions": OpenAIChat}
 
 
-class ModelServer(ThreadingHTTPServer):
+class HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # restart on the same port despite TIME_WAIT sockets
     # socketserver's default backlog is 5: a burst of 200 agents calling at once would
     # wait a second for SYN retries. Ollama (Go's net/http) listens with the kernel's.
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], fake: FakeOllama) -> None:
-        self.fake = fake
+    def __init__(self, address: tuple[str, int], model: ModelServer) -> None:
+        self.model = model
         self.stopping = threading.Event()
         # Readable once the server stops: wakes the handlers waiting out a pause.
         self.stopped_fd, self._stop_fd = os.pipe()
@@ -56,13 +56,13 @@ class ModelServer(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
-        if self.fake.tls is not None:
+        if self.model.tls is not None:
             # The handshake on the handler's thread, at its first read: one client that
             # never finishes it holds up no other.
-            sock = self.fake.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            sock = self.model.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         with self._connections_lock:
             self._connections.add(sock)
-        self.fake._count(connection=True)
+        self.model.count(connection=True)
         return sock, address
 
     def shutdown_request(self, request: Any) -> None:
@@ -91,30 +91,30 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # TCP_NODELAY: http.server leaves Nagle on, which adds ~40 ms to small responses.
     disable_nagle_algorithm = True
-    server: ModelServer
+    server: HttpServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
-        fake = self.server.fake
-        fake._heard(self.headers.get("Authorization"))
+        model = self.server.model
+        model.heard(self.headers.get("Authorization"))
         if path == "/api/tags":
-            fake._count(listing=path)
-            self._send_json(200, {"models": [model_entry(m) for m in fake.models]})
+            model.count(listing=path)
+            self._send_json(200, {"models": [model_entry(m) for m in model.models]})
         elif path == "/v1/models":
-            fake._count(listing=path)
-            self._send_json(200, models(fake.models))
+            model.count(listing=path)
+            self._send_json(200, models(model.models))
         elif path == "/api/version":
-            self._send_json(200, {"version": "0.6.0-fake"})
+            self._send_json(200, {"version": "0.6.0-jarvis-demo"})
         elif path == "/":
             self._send(200, b"Ollama is running", "text/plain; charset=utf-8")
         else:
             self._send_json(404, {"error": "404 page not found"})
 
     def do_POST(self) -> None:
-        self.server.fake._heard(self.headers.get("Authorization"))
+        self.server.model.heard(self.headers.get("Authorization"))
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -126,8 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat(body, path, CHAT_ENDPOINTS[path])
         elif path == "/api/show":
             name = body.get("model") or body.get("name") or ""
-            capabilities = self.server.fake.capabilities_of(name)
-            if not self.server.fake.knows(name):
+            capabilities = self.server.model.capabilities_of(name)
+            if not self.server.model.knows(name):
                 self._send_json(404, {"error": f'model "{name}" not found, try pulling it first'})
                 return
             self._send_json(200, show(name, capabilities))
@@ -135,17 +135,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": "404 page not found"})
 
     def _chat(self, request: dict[str, Any], path: str, protocol: Protocol) -> None:
-        fake = self.server.fake
-        failure, drop_after = fake._admit(request, path)
+        server = self.server.model
+        failure, drop_after = server.admit(request, path)
         if failure is not None:
             self._send_json(failure[0], protocol.error(failure[1], failure[0]))
             return
         model = str(request.get("model", ""))
-        if not fake.knows(model):
+        if not server.knows(model):
             self._send_json(404, protocol.not_found(model))
             return
         try:
-            turn = as_turn(fake.responder(request))
+            turn = as_turn(server.responder(request))
         except ScriptExhausted as exc:
             self._send_json(400, protocol.error(str(exc), 400))
             return
@@ -153,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(500, protocol.error(f"responder failed: {exc!r}", 500))
             return
         turn = replace(turn, text=cut_at_stop(turn.text, protocol.stops(request)))
-        if self._pause(fake._latency()):  # model load + prompt evaluation
+        if self._pause(server.latency()):  # model load + prompt evaluation
             return
         if not protocol.streamed(request):
             self._send_json(200, protocol.whole(request, turn, model))
@@ -162,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, content_type: str, chunks: list[bytes], drop_after: int | None) -> None:
         """Send `chunks` as a chunked body, one piece at a time, as a model writes them."""
-        fake = self.server.fake
+        model = self.server.model
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
@@ -172,14 +172,14 @@ class _Handler(BaseHTTPRequestHandler):
                 if drop_after is not None and index >= drop_after:
                     self.close_connection = True  # no terminating chunk: the client sees a cut
                     return
-                if index and fake.chunk_delay_s and self._pause(fake.chunk_delay_s):
+                if index and model.chunk_delay_s and self._pause(model.chunk_delay_s):
                     return
                 self._write_chunk(chunk)
-                fake._count(chunk=True)
+                model.count(chunk=True)
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-            fake._count(hangup=True)
+            model.count(hangup=True)
 
     def _pause(self, seconds: float) -> bool:
         """Wait `seconds` as a model would; True when the reply must end instead.
@@ -202,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
                         gone = True
                     if gone:
                         self.close_connection = True
-                        self.server.fake._count(hangup=True)
+                        self.server.model.count(hangup=True)
                         return True
                     poller.unregister(self.connection)  # a request sent early: not a hang-up
             stopping = self.server.stopping.is_set()

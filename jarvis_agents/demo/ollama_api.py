@@ -1,4 +1,4 @@
-"""The test server's Ollama protocol (`/api/*`), as Ollama sends it.
+"""The model server's Ollama protocol (`/api/*`), as Ollama sends it.
 
 Shapes from Ollama's `api/types.go`: a streamed `/api/chat` reply is NDJSON, one
 object per piece (`message.thinking`, then `message.content`, then each tool call
@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.support.fake_replies import Turn, pieces
+from jarvis_agents.demo.replies import Turn, pieces
 
 CAPABILITIES = ("completion",)  # a test that wants tool calling names its model's
 
