@@ -166,10 +166,9 @@ def worker_presence(
 ) -> WorkerPresence:
     """This worker's advert and queues: those of `models`, or, without, the default
     queue and every model's, new ones added as they are listed (jarvis_agents.routing)."""
-    import os
-    import socket
+    from workers.probe import node_name
 
-    name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
+    name = node_name()  # one per process: add_consumer targets it (and ping-worker finds it)
 
     def subscribe(queue: str) -> None:
         # Celery's remote control, to this worker only: its consumer adds the queue.

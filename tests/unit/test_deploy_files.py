@@ -49,7 +49,8 @@ def test_compose_has_every_service_with_its_health_check(compose: dict[str, Any]
     assert services["ollama"]["image"].startswith("ollama/ollama")
     assert healthcheck(services["ollama"]) == "ollama list"
     assert "/healthz" in healthcheck(services["api"]) or "/readyz" in healthcheck(services["api"])
-    assert "inspect ping" in healthcheck(services["worker"])
+    # Run against a live worker: tests/integration/test_worker_probes.py.
+    assert services["worker"]["healthcheck"]["test"] == ["CMD", "jarvis-agents", "ping-worker"]
 
 
 def test_compose_one_shots_and_start_order(compose: dict[str, Any]) -> None:
