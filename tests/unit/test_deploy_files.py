@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import ROOT, cli_env
+from tests.support.dockerfile import dockerfile_instructions
 
 JARVIS_SERVICES = ("migrate", "api", "worker")
 DATABASE_URL = "postgresql+psycopg2://jarvis:jarvis@postgres:5432/jarvis"
@@ -139,20 +140,6 @@ def test_docker_compose_config_accepts_the_file() -> None:
     result = subprocess.run([*command, "-f", "docker-compose.yml", "config", "--quiet"],
                             check=False, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-
-
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of each instruction, continuation lines joined, comments dropped."""
-    logical, pending = [], ""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        pending += stripped.removesuffix("\\").strip() + " "
-        if not stripped.endswith("\\"):
-            logical.append(pending.strip())
-            pending = ""
-    return [(text.split(None, 1)[0].upper(), text.split(None, 1)[1]) for text in logical]
 
 
 def run_steps() -> list[str]:
