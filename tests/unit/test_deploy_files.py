@@ -227,6 +227,28 @@ def test_procfile_runs_migrations_the_web_server_and_a_worker() -> None:
     }
 
 
+def test_the_committed_requirements_txt_is_what_make_writes() -> None:
+    """Buildpacks install requirements.txt for the Procfile; only pyproject.toml says what
+    is in it: the file is what its Makefile recipe (deploy/requirements.py) prints now."""
+    dry_run = subprocess.run(["make", "--always-make", "--dry-run", "requirements.txt"], cwd=ROOT,
+                             check=True, capture_output=True, text=True, timeout=30)
+    (recipe,) = dry_run.stdout.splitlines()
+    command, _, target = recipe.partition(">")
+    _python, *args = shlex.split(command)
+    assert target.strip() == "requirements.txt" and args[0] == "deploy/requirements.py", recipe
+    written = subprocess.run([sys.executable, *args], cwd=ROOT, check=True, capture_output=True,
+                             text=True, timeout=30).stdout
+    assert (ROOT / "requirements.txt").read_text() == written, (
+        "requirements.txt is not what pyproject.toml gives: run `make requirements.txt`")
+
+
+def test_requirements_txt_installs_every_dependency_then_the_package() -> None:
+    lines = [line for line in (ROOT / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[-1] == "."  # the package itself: the Procfile runs its `jarvis-agents` command
+    assert {project_name(line) for line in lines[:-1]} == dependency_names()
+
+
 @pytest.mark.parametrize("args", [["db", "upgrade"], ["worker"]])
 def test_the_procfile_commands_exist(args: list[str]) -> None:
     result = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", *args, "--help"],
