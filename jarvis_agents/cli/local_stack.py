@@ -194,7 +194,8 @@ class LocalStack:
         self.children.append((name, child))
 
     def _see_log(self, name: str) -> str:
-        """Where to read why the child `name` stopped: its log's last lines, and its path."""
+        """Where to read why the child `name` stopped, for its one-line error; its log's
+        last lines are shown above that line."""
         log = self.logs.get(name)
         if log is None:
             return ""
@@ -202,7 +203,9 @@ class LocalStack:
             tail = log.read_text(errors="replace").rstrip().splitlines()[-LOG_TAIL_LINES:]
         except OSError:
             tail = []
-        return "".join(f"\n  {line}" for line in tail) + f"\n(its log: {log})"
+        for line in tail:
+            self._say(f"  {line}")
+        return f" (its log: {log})"
 
     def _wait_http(self, url: str, name: str, timeout_s: float = 60) -> None:
         def answers() -> bool:

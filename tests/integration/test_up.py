@@ -15,9 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
-from jarvis_agents.cli.local_stack import model_advice
+from jarvis_agents.cli.local_stack import LocalStack, model_advice
 from jarvis_agents.config import Settings
+from jarvis_agents.errors import JarvisError
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.store import open_repository
 from tests.conftest import ROOT, Process, cli_env, free_port
@@ -116,6 +118,24 @@ def test_up_shows_the_database_and_redis_without_their_passwords(
         code = up.proc.wait(40)
         up.stop()
     assert code == 0, up.output()[-2000:]
+
+
+def test_a_child_that_stops_while_starting_is_said_in_one_line_below_its_last_words(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    stack = LocalStack(Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}), free_port(),
+                       echo=said.append)
+    log = tmp_path / "worker.log"
+    stack._spawn("worker", [sys.executable, "-c", "print('first'); print('the reason'); raise SystemExit(3)"],
+                 cli_env(), log=log)
+    try:
+        with pytest.raises(JarvisError) as raised:
+            stack._wait(lambda: False, "never", timeout_s=30)
+    finally:
+        stack.stop()
+    assert said == ["  first", "  the reason"]
+    assert str(raised.value) == f"the worker exited with code 3 while starting (its log: {log})"
 
 
 def test_up_explains_a_missing_ollama(tmp_path: Path) -> None:
