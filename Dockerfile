@@ -9,7 +9,7 @@
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY deploy/requirements.py ./deploy/
 COPY jarvis_agents ./jarvis_agents
 COPY workers ./workers

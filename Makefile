@@ -45,5 +45,10 @@ bench: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check jarvis_agents workers api tests bench deploy
 
+# What Heroku-style buildpacks install for the Procfile; committed, and written only from
+# pyproject.toml (tests/unit/test_deploy_files.py fails when it is stale).
+requirements.txt: pyproject.toml deploy/requirements.py
+	$(PYTHON) deploy/requirements.py --procfile pyproject.toml > $@
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts

@@ -44,8 +44,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def new_pg_database() -> Iterator[str]:
-    """A fresh, migrated PostgreSQL database, dropped afterwards."""
+def new_pg_database(*, migrated: bool = True) -> Iterator[str]:
+    """A fresh PostgreSQL database, migrated unless told not to, dropped afterwards."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import OperationalError
 
@@ -61,7 +61,8 @@ def new_pg_database() -> Iterator[str]:
     from jarvis_agents.store.database import upgrade
 
     try:
-        upgrade(url)
+        if migrated:
+            upgrade(url)
         yield url
     finally:
         with admin.connect() as conn:
@@ -276,11 +277,12 @@ def _descendants(pid: int) -> list[int]:
 class Process:
     """A child process of the test, with its output in a file for diagnostics."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path, *,
+                 cwd: Path = ROOT) -> None:
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
             start_new_session=True,
         )
 

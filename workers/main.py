@@ -169,10 +169,9 @@ def worker_presence(
     """This worker's advert and queues: those of `models`, or, without, the default
     queue and every model's, added as they are listed and dropped, with what the process
     keeps of the model, once they are no longer (jarvis_agents.routing)."""
-    import os
-    import socket
+    from workers.probe import node_name
 
-    name = f"celery@{socket.gethostname()}-{os.getpid()}"  # one per process: add_consumer targets it
+    name = node_name()  # one per process: add_consumer targets it (and ping-worker finds it)
     runner = components.runner
 
     def subscribe(queue: str) -> None:

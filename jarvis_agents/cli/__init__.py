@@ -4,7 +4,7 @@ These are doors into the core, not part of it: no module of `jarvis_agents` outs
 this package imports it (`tests/unit/test_layers.py` checks).
 
 - `commands`: the command group, its one-line errors, the operator commands (`up`,
-  `db upgrade`, `api`, `worker`);
+  `db upgrade`, `api`, `worker`, `ping-worker`);
 - `agents`: the client commands (`run`, `watch`, `list`, `show`, `steps`, `cancel`, `tools`);
 - `users`: `users create | list | revoke | rotate`, on the database directly;
 - `client`: the API over HTTP (`JarvisClient`);

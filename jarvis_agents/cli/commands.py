@@ -117,6 +117,22 @@ def worker(concurrency: int | None, models: str | None, loglevel: str) -> None:
     sys.exit(run_worker(load_settings(), concurrency=concurrency, loglevel=loglevel, models=chosen))
 
 
+@main.command("ping-worker")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.1, 120), default=5.0,
+              show_default=True, help="Seconds to wait for an answer.")
+def ping_worker(timeout_s: float) -> None:
+    """Exit 0 if a worker on this machine answers a ping over the broker (a health check)."""
+    import socket
+
+    from workers.probe import ping_host_workers
+
+    host = socket.gethostname()
+    answered = ping_host_workers(load_settings(), timeout_s=timeout_s, host=host)
+    if not answered:
+        fail(f"no worker on {host} answered a ping within {timeout_s:g} s")
+    click.echo(f"{answered[0]}: pong")
+
+
 main.add_command(users)
 main.add_command(assistants)
 main.add_command(demo_model)

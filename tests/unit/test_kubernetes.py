@@ -195,8 +195,9 @@ def check_workers(objects: list[Obj]) -> None:
         margin = pod_spec(worker)["terminationGracePeriodSeconds"] - grace
         assert MARGIN_S[0] <= margin <= MARGIN_S[1], (
             f"{name}: {margin:g} s beyond JARVIS_SHUTDOWN_GRACE, not {MARGIN_S[0]}-{MARGIN_S[1]}")
+        # Run against a live worker: tests/integration/test_worker_probes.py.
         probe = container(worker)["livenessProbe"]["exec"]["command"]
-        assert "inspect ping" in " ".join(probe), name
+        assert probe == ["jarvis-agents", "ping-worker"], name
 
 
 def check_scaled_objects(objects: list[Obj]) -> None:
