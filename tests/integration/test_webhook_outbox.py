@@ -14,60 +14,26 @@ from typing import Any
 import pytest
 import trustme
 
-from jarvis_agents.config import Settings
 from jarvis_agents.events import MemoryEventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.lifecycle import AgentStatus, StopReason, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
 from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
 from jarvis_agents.webhooks.sender import WebhookSender
 from tests.support.dispatchers import NoQueue
+from tests.support.webhook_outbox import (
+    Clock,
+    agent_with,
+    complete,
+    dispatcher,
+    owed,
+    running,
+    settings,
+)
 from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
 pytestmark = pytest.mark.integration
-
-SECRET = "s3cret"
-
-
-class Clock:
-    """A clock the test moves: the schedule's minutes pass at once."""
-
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def settings(**env: str) -> Settings:
-    return Settings.from_env({"JARVIS_WEBHOOK_SECRET": SECRET, **env})
-
-
-def agent_with(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
-    user, _ = repository.users.create(f"u-{uuid.uuid4().hex[:8]}")
-    agent, _ = repository.create_agent(
-        Agent.new(user_id=user.id, goal="goal", model="m", max_steps=5, webhook_url=url))
-    return agent
-
-
-def running(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
-    claimed = repository.claim(agent_with(repository, url).id)
-    assert claimed is not None
-    return claimed
-
-
-def complete(repository: Repository, agent: Agent) -> bool:
-    """What the executor's completion writes: the FINAL row with the status, in one go."""
-    final = Step(1, 0, StepType.FINAL, "42", created_at=utcnow())
-    return repository.transition(
-        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=agent.attempt,
-        steps=[final], final_answer="42", stop_reason=StopReason.FINAL_ANSWER, step_count=1)
-
-
-def owed(repository: Repository, agent: Agent) -> list[dict[str, Any]]:
-    return repository.outbox.of_agent(agent.id)
-
 
 # --- what a status change owes --------------------------------------------------------------
 
@@ -172,14 +138,6 @@ def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as server:
         yield server
-
-
-def dispatcher(repository: Repository, clock: Clock, **env: str) -> WebhookDispatcher:
-    found = WebhookDispatcher.from_settings(
-        repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1", **env))
-    assert found is not None
-    found.clock = clock
-    return found
 
 
 @pytest.mark.parametrize(("env", "delays"), [
