@@ -231,7 +231,9 @@ class WebhookDeliveryRow(Base):
     )
     event: Mapped[str] = mapped_column(String(32))
     url: Mapped[str] = mapped_column(Text)
-    # The body a failed try sent, kept so that every retry sends the same bytes.
+    # The body every try sends: the agent JSON as it was when the event happened, made
+    # with the change (NULL only on a row owed by an earlier release: its first try
+    # makes it, and keeps it).
     payload: Mapped[str | None] = mapped_column(Text)
     # Tries begun so far; the next is due at `next_at`, which a claim moves a lease
     # ahead, so that a try whose worker died is due again once the lease runs out.

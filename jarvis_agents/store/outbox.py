@@ -1,10 +1,12 @@
-"""The webhook outbox in SQL: a delivery owed with the status change, claimed when due,
-and each try's outcome recorded — every change a compare-and-set.
+"""The webhook outbox in SQL: a delivery owed with the status change, its body made
+then, claimed when due, and each try's outcome recorded — every change a compare-and-set.
 
 A delivery is owed in the transaction of the status change itself (Repository.transition):
-an `INSERT … SELECT` from the agent's row, which inserts nothing for an agent without a
-`webhook_url`, run only when the change won. Nothing can then commit the one without the
-other, so no crash loses a webhook (CONTRACT §3, §9).
+once the change won, the agent is read back in that transaction and, if it has a
+`webhook_url`, the delivery is inserted with its body — the agent JSON as it is at that
+moment, made by Agent.to_json as the API's answers are. Nothing can then commit the one
+without the other, so no crash loses a webhook (CONTRACT §3, §9), and however late a try
+is made (an `agent.waiting` sent after the approval came), it says what happened then.
 
 Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting
 the try; a claimed row whose worker died is due again when the lease runs out. On
@@ -15,29 +17,33 @@ jarvis_agents/webhooks/dispatcher.py; this module only stores it.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     DateTime,
     Engine,
-    Insert,
     Integer,
+    String,
+    Text,
     Uuid,
     bindparam,
     func,
     insert,
-    literal,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
 
-from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.models import AgentRow, WebhookDeliveryRow
+from jarvis_agents.store.rows import AGENT_READ, agent_from_row
 
 agents = AgentRow.__table__
 deliveries = WebhookDeliveryRow.__table__
@@ -50,27 +56,32 @@ EVENTS: dict[AgentStatus, str] = {
     AgentStatus.WAITING: "agent.waiting",
 }
 
-# The PostgreSQL side of owing, for store/postgres.py's one-statement transition: a CTE
-# after its guard `owned` (which then returns webhook_url), before its step rows.
-OWED_CTE = """
-owed AS (
-    INSERT INTO webhook_deliveries (id, agent_id, event, url, attempts, next_at, created_at)
-    SELECT %(delivery_id)s::uuid, id, %(event)s::text, webhook_url, 0,
-           %(set_updated_at)s::timestamptz, %(set_updated_at)s::timestamptz
-    FROM owned WHERE webhook_url IS NOT NULL
-),"""
+def webhook_body(agent: Agent) -> str:
+    """The body of a webhook about `agent`: its agent JSON (Agent.to_json, the API's
+    builder), compact and ASCII, so that its text and its bytes sign alike."""
+    return json.dumps(agent.to_json(), separators=(",", ":"))
 
 
-def owe(agent_id: uuid.UUID, event: str, now: datetime) -> Insert:
-    """The delivery of `event` owed by the agent, due now, if the agent has a webhook_url."""
-    return insert(deliveries).from_select(
-        ["id", "agent_id", "event", "url", "attempts", "next_at", "created_at"],
-        select(
-            literal(uuid.uuid4(), Uuid), agents.c.id, literal(event), agents.c.webhook_url,
-            literal(0, Integer), literal(now, DateTime(timezone=True)),
-            literal(now, DateTime(timezone=True)),
-        ).where(agents.c.id == agent_id, agents.c.webhook_url.is_not(None)),
-    )
+# The agent as every read gives it, and the delivery it owes: read and written in the
+# transaction of the change, through SQLAlchemy (OutboxStore.owe) or on a DBAPI cursor
+# (store/postgres.py).
+AGENT_AS_READ = Prebuilt(select(*AGENT_READ).where(agents.c.id == bindparam("agent_id")))
+OWE = Prebuilt(insert(deliveries).values(
+    id=bindparam("id", type_=Uuid()), agent_id=bindparam("agent_id", type_=Uuid()),
+    event=bindparam("event", type_=String()), url=bindparam("url", type_=Text()),
+    payload=bindparam("payload", type_=Text()), attempts=0,
+    next_at=bindparam("now", type_=DateTime(timezone=True)),
+    created_at=bindparam("now", type_=DateTime(timezone=True)),
+))
+
+
+def owed(agent: Agent, event: str, *, now: datetime) -> dict[str, Any] | None:
+    """OWE's values for the delivery of `event` about `agent` as it is now, due now;
+    None for an agent without a webhook_url."""
+    if agent.webhook_url is None:
+        return None
+    return {"id": uuid.uuid4(), "agent_id": agent.id, "event": event,
+            "url": agent.webhook_url, "payload": webhook_body(agent), "now": now}
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,7 @@ class Delivery:
     agent_id: uuid.UUID
     event: str
     url: str
-    payload: str | None  # the body a failed try sent; None before one has failed
+    payload: str | None  # the body; None only on a row owed by an earlier release
     attempt: int  # this try's number, from 1
 
 
@@ -136,6 +147,17 @@ class OutboxStore:
         self.engine = engine
         self._one_statement = one_statement  # autocommit on PostgreSQL (store/connections.py)
 
+    def owe(self, conn: Connection, agent_id: uuid.UUID, event: str, *, now: datetime) -> bool:
+        """In the transaction of the change that owes it (`conn`, after the change and its
+        steps): the delivery of `event`, due now, with the agent as it is now for its
+        body; nothing for an agent without a webhook_url. Whether one was owed."""
+        row = conn.execute(AGENT_AS_READ.statement, {"agent_id": agent_id}).mappings().first()
+        values = owed(agent_from_row(row), event, now=now) if row is not None else None
+        if values is None:
+            return False
+        conn.execute(OWE.statement, values)
+        return True
+
     def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
         """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""
         with self._one_statement() as conn:
@@ -163,9 +185,10 @@ class OutboxStore:
         self, delivery: Delivery, *, payload: str, error: str, now: datetime,
         retry_at: datetime | None,
     ) -> bool:
-        """Record a failed try, and the body it sent (kept from the first try on: every
-        retry sends those bytes): due again at `retry_at`, or abandoned when it is None.
-        Only the latest claim may: a try that outlived its lease changes nothing."""
+        """Record a failed try: due again at `retry_at`, or abandoned when it is None.
+        Only the latest claim may: a try that outlived its lease changes nothing.
+        `payload` is kept only where the row had none (owed by an earlier release):
+        every retry sends the first try's bytes."""
         schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}
         with self._one_statement() as conn:
             return conn.execute(

@@ -1,6 +1,6 @@
 """The webhook dispatcher: in every worker process, sends the deliveries that are due.
 
-A delivery is a row the agent's terminal status change committed (store/outbox.py). A
+A delivery is a row the agent's status change committed with its body (store/outbox.py). A
 thread claims due rows every PERIOD_S, or as soon as the senders have taken its last
 claim and half of them are free: up to MAX_CLAIM at once while the receivers answer
 fast, as many as the senders can try well within the lease when they do not; each claim
@@ -11,19 +11,16 @@ its rows leased: another worker's dispatcher takes them LEASE_S + PERIOD_S later
 most, well within the 30 s the contract allows (§9). Delivery is at least once: a
 receiver drops repeats by `webhook-id`, which every try of a delivery shares.
 
-Every try sends the same bytes: the first builds the body from the agent's row, which no
-longer changes once terminal; a try that fails stores the body it sent, and the retries
-send that (so not even a new release that renders agents differently changes them).
+Every try sends the same bytes: the body made with the change that owed the delivery.
 Only the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
 
-Per batch of claimed deliveries the database sees three statements, not three per
-delivery: the claim, one read of their agents, and one record of those delivered (made
-before the next claim; a failure is recorded at once, with its schedule).
+Per batch of claimed deliveries the database sees two statements, not two per delivery:
+the claim, and one record of those delivered (made before the next claim; a failure is
+recorded at once, with its schedule).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import ssl
@@ -35,7 +32,7 @@ from datetime import datetime, timedelta
 
 from jarvis_agents.config import WEBHOOK_LEASE_S, WEBHOOK_RETRY_DELAYS_S, Settings
 from jarvis_agents.lifecycle import utcnow
-from jarvis_agents.store.outbox import Delivery
+from jarvis_agents.store.outbox import Delivery, webhook_body
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import Resolver, system_resolver
 from jarvis_agents.webhooks.sender import WebhookSender
@@ -51,8 +48,8 @@ LEASE_S = WEBHOOK_LEASE_S
 PERIOD_S = 1.0
 SENDERS = 8
 # The most one claim takes: with receivers that answer at once, a busy worker claims
-# every due delivery in one statement, reads their agents in one and records them
-# delivered in one (each costs the worker about a millisecond of CPU, whatever its size).
+# every due delivery in one statement and records them delivered in one (each costs
+# the worker about a millisecond of CPU, whatever its size).
 MAX_CLAIM = 64
 
 
@@ -114,15 +111,15 @@ class WebhookDispatcher:
     def claim(self, limit: int) -> list[tuple[Delivery, bytes]]:
         """Claim up to `limit` due deliveries, each with the body its try sends."""
         due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=limit)
+        # A row owed by an earlier release has no body yet: its agent as it is now.
         unbuilt = [d.agent_id for d in due if d.payload is None]
-        agents = {agent.id: agent for agent in self.repository.get_many(unbuilt)}
+        agents = {agent.id: agent for agent in self.repository.get_many(unbuilt)} if unbuilt else {}
         tries = []
         for delivery in due:
             if delivery.payload is not None:
                 tries.append((delivery, delivery.payload.encode()))
             elif (agent := agents.get(delivery.agent_id)) is not None:
-                body = json.dumps(agent.to_json(), separators=(",", ":")).encode()
-                tries.append((delivery, body))
+                tries.append((delivery, webhook_body(agent).encode()))
             # else: the agent was deleted, and its deliveries with it (ON DELETE CASCADE)
         return tries
 

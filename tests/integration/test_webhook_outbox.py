@@ -4,6 +4,7 @@ the schedule, and each try against a real HTTP receiver (pinned, checked, capped
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 import threading
 import uuid
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 import trustme
 
+from jarvis_agents import approvals
 from jarvis_agents.events import MemoryEventBus
-from jarvis_agents.lifecycle import AgentStatus, StopReason, utcnow
+from jarvis_agents.lifecycle import AgentStatus, Step, StepType, StopReason, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
@@ -68,6 +70,38 @@ def test_nothing_is_owed_without_a_url_a_won_change_or_an_end(repository: Reposi
     assert not repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
                                      stop_reason=StopReason.CANCELLED)
     assert [d["event"] for d in owed(repository, agent)] == ["agent.completed"]
+
+
+def test_the_body_is_the_agent_json_as_it_ended(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    ended = repository.get(agent.id)
+    assert ended is not None
+    (delivery,) = owed(repository, agent)
+    # Made with the change by the API's builder of the agent JSON (Agent.to_json).
+    assert json.loads(delivery["payload"]) == ended.to_json()
+    assert delivery["payload"] == json.dumps(ended.to_json(), separators=(",", ":"))
+
+
+def test_an_agent_waiting_body_says_waiting_though_approved_before_it_is_sent(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    agent = running(repository, receiver.url)
+    rows = [Step(1, 0, StepType.THINK, "multiply"),
+            Step(2, 0, StepType.ACT, "6*7", tool="calculate", call_id="call_1")]
+    assert approvals.wait(repository, agent, rows, rows[1]) is not None
+    as_it_waited = repository.get(agent.id)
+    assert as_it_waited is not None
+    approvals.answer(repository, as_it_waited, call_id="call_1", approve=True)
+    assert repository.get(agent.id).status is AgentStatus.PENDING  # type: ignore[union-attr]
+    assert dispatcher(repository, Clock()).send_due() == 1  # the first try, after the answer
+    (request,) = receiver.wait_for(1, timeout_s=5)
+    assert request.header("X-Jarvis-Event") == "agent.waiting"
+    body = json.loads(request.body)
+    assert body["status"] == "WAITING" and body["step_count"] == 1
+    assert body["waiting_for"]["call_id"] == "call_1" and body["waiting_for"]["tool"] == "calculate"
+    # All of it as it waited; its running time as it was then, not as it is now.
+    assert body == {**as_it_waited.to_json(), "duration_ms": body["duration_ms"]}
 
 
 # --- the claim --------------------------------------------------------------------------
