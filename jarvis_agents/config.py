@@ -23,9 +23,10 @@ PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PR
 # where 200 left 1,000 agents of 4 s each to run in five waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
 # Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
-# 10 s, 6 tries over 8 min 35 s in all (CONTRACT §2). How long a claimed try is its
-# claimer's: longer than a try that takes all of its time-outs (webhooks/sender.py,
-# TIMEOUT_S = 5 s per connect, send and read). Only tests shorten them.
+# 10 s, 6 tries over 8 min 35 s in all (README, Webhooks).
+# How long a claimed try is its claimer's: longer than a try that takes all of its
+# deadline (webhooks/sender.py, TRY_DEADLINE_S = 10 s for connect, send and the answer's
+# head together). Only tests shorten them.
 WEBHOOK_RETRY_DELAYS_S: tuple[float, ...] = (5, 30, 60, 120, 300)
 WEBHOOK_LEASE_S = 20.0
 

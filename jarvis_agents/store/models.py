@@ -240,6 +240,9 @@ class WebhookDeliveryRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
+    # When the last failed try began, and how long it took.
+    last_try_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_try_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

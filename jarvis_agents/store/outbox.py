@@ -182,13 +182,13 @@ class OutboxStore:
                                            "now": now}).rowcount == 1
 
     def failed(
-        self, delivery: Delivery, *, payload: str, error: str, now: datetime,
-        retry_at: datetime | None,
+        self, delivery: Delivery, *, payload: str, error: str, began: datetime, took_ms: int,
+        now: datetime, retry_at: datetime | None,
     ) -> bool:
-        """Record a failed try: due again at `retry_at`, or abandoned when it is None.
-        Only the latest claim may: a try that outlived its lease changes nothing.
-        `payload` is kept only where the row had none (owed by an earlier release):
-        every retry sends the first try's bytes."""
+        """Record a failed try (when it began, how long it took, why): due again at
+        `retry_at`, or abandoned when it is None. Only the latest claim may: a try that
+        outlived its lease changes nothing. `payload` is kept only where the row had
+        none (owed by an earlier release): every retry sends the first try's bytes."""
         schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}
         with self._one_statement() as conn:
             return conn.execute(
@@ -196,7 +196,7 @@ class OutboxStore:
                 .where(deliveries.c.id == delivery.id,
                        deliveries.c.attempts == delivery.attempt, *_OWED)
                 .values(payload=func.coalesce(deliveries.c.payload, payload), last_error=error,
-                        **schedule)
+                        last_try_at=began, last_try_ms=took_ms, **schedule)
             ).rowcount == 1
 
     def of_agent(self, agent_id: uuid.UUID) -> list[dict[str, object]]:

@@ -2,6 +2,7 @@
 
     addresses.py   where a webhook may go: the URL parsed, resolved, checked and pinned
     signing.py     the headers of a try: X-Jarvis-Signature and Standard Webhooks'
+    deadlines.py   a whole try over within its deadline, however the receiver trickles
     sender.py      one try over HTTP, to the pinned address
     dispatcher.py  in every worker: claims due deliveries, tries them, keeps the schedule
 

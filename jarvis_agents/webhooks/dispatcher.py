@@ -1,15 +1,17 @@
 """The webhook dispatcher: in every worker process, sends the deliveries that are due.
 
-A delivery is a row the agent's status change committed with its body (store/outbox.py). A
-thread claims due rows every PERIOD_S, or as soon as the senders have taken its last
+A delivery is a row the agent's status change committed with its body (store/outbox.py).
+A thread claims due rows every PERIOD_S, or as soon as the senders have taken its last
 claim and half of them are free: up to MAX_CLAIM at once while the receivers answer
 fast, as many as the senders can try well within the lease when they do not; each claim
 leases its rows for LEASE_S. A try still queued after half its lease is handed back
-untried rather than sent late (it could race the next claim). A sender makes one try, records its outcome and, for a failure, when the next try is due: RETRY_DELAYS_S
-after the try, then abandoned (logged) after the last. A worker killed mid-try leaves
-its rows leased: another worker's dispatcher takes them LEASE_S + PERIOD_S later at the
-most, well within the 30 s the contract allows (§9). Delivery is at least once: a
-receiver drops repeats by `webhook-id`, which every try of a delivery shares.
+untried rather than sent late (it could race the next claim). A sender makes one try —
+over within the sender's try deadline, however the receiver trickles —, records its
+outcome and, for a failure, when the next try is due: RETRY_DELAYS_S after the try,
+then abandoned (logged) after the last. A worker killed mid-try leaves its rows leased:
+another worker's dispatcher takes them LEASE_S + PERIOD_S later at the most, well
+within the 30 s the contract allows (§9). Delivery is at least once: a receiver drops
+repeats by `webhook-id`, which every try of a delivery shares.
 
 Every try sends the same bytes: the body made with the change that owed the delivery.
 Only the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
@@ -126,9 +128,10 @@ class WebhookDispatcher:
     def deliver(self, delivery: Delivery, body: bytes) -> bool:
         """Make one try of a claimed delivery; True when it was delivered (recorded by
         `flush`), else the failure and the next try are recorded now."""
+        began = self.clock()
         headers = self.signer.headers(
             delivery_id=delivery.id, event=delivery.event, agent_id=delivery.agent_id,
-            body=body, now=self.clock(),
+            body=body, now=began,
         )
         outcome = self.sender.post(delivery.url, body, headers)
         if outcome.delivered:
@@ -140,8 +143,8 @@ class WebhookDispatcher:
         error = outcome.error or "failed"
         retry = retry_at(delivery.attempt, now, delays_s=self.retry_delays_s)
         self.outcomes("failed" if retry is not None else "abandoned")
-        if self.store.failed(delivery, payload=body.decode(), error=error, now=now,
-                             retry_at=retry):
+        if self.store.failed(delivery, payload=body.decode(), error=error, began=began,
+                             took_ms=round(outcome.seconds * 1000), now=now, retry_at=retry):
             if retry is None:
                 log.error("webhook %s (%s) of agent %s abandoned after %s tries; last: %s",
                           delivery.id, delivery.event, delivery.agent_id, delivery.attempt, error)

@@ -124,10 +124,11 @@ def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: R
     assert {d.attempt for d in again} == {2}
     # The try that outlived its lease records nothing; the latest claim's try does.
     stale = first[0]
-    assert not repository.outbox.failed(stale, payload="{}", error="late", now=later,
-                                        retry_at=later)
+    assert not repository.outbox.failed(stale, payload="{}", error="late", began=now,
+                                        took_ms=1, now=later, retry_at=later)
     (latest,) = [d for d in again if d.id == stale.id]
-    assert repository.outbox.failed(latest, payload="{}", error="x", now=later, retry_at=later)
+    assert repository.outbox.failed(latest, payload="{}", error="x", began=later, took_ms=1,
+                                    now=later, retry_at=later)
 
 
 def test_a_released_claim_is_due_at_once_and_its_try_not_counted(repository: Repository) -> None:

@@ -1,19 +1,22 @@
-"""Webhook tries against real receivers, as the worker's conditions make them hard: a
-worker process holding more descriptors than select() can watch."""
+"""Webhook tries against real receivers that misbehave — one that trickles its answer —
+and in a worker process holding more descriptors than select() can watch."""
 
 from __future__ import annotations
 
 import os
 import resource
+import ssl
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import trustme
 
 from jarvis_agents.lifecycle import utcnow
 from jarvis_agents.store.repository import Repository
-from tests.support.webhook_outbox import complete, dispatcher, owed, running
-from tests.support.webhook_receiver import WebhookReceiver
+from jarvis_agents.webhooks.sender import TRY_DEADLINE_S, WebhookSender
+from tests.support.webhook_outbox import Clock, complete, dispatcher, owed, running
+from tests.support.webhook_receiver import TRICKLE, WebhookReceiver
 
 pytestmark = pytest.mark.integration
 
@@ -22,6 +25,50 @@ pytestmark = pytest.mark.integration
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as server:
         yield server
+
+
+# --- a try's deadline ---------------------------------------------------------------------------
+
+
+def test_a_trickling_receiver_s_try_ends_at_the_deadline(repository: Repository) -> None:
+    # A byte a second: no read ever waits 5 s, yet the answer's head would take 72 s.
+    with WebhookReceiver(script=[TRICKLE], trickle_s=1.0) as slow:
+        agent = running(repository, slow.url)
+        assert complete(repository, agent)
+        sending = dispatcher(repository, Clock())
+        outcomes: list[str] = []
+        sending.outcomes = outcomes.append
+        assert sending.send_due() == 1
+        (request,) = slow.requests
+        assert request.answered == TRICKLE
+    (row,) = owed(repository, agent)
+    assert row["delivered_at"] is None and row["attempts"] == 1
+    assert row["last_error"] == f"timed out: no answer within {TRY_DEADLINE_S:g} s"
+    # The try's own record: it lasted its deadline, and not much more.
+    assert TRY_DEADLINE_S * 1000 <= row["last_try_ms"] <= (TRY_DEADLINE_S + 2) * 1000
+    assert outcomes == ["failed"]
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def test_a_trickling_receiver_over_tls_is_cut_at_the_deadline_too(ca: trustme.CA) -> None:
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    sender = WebhookSender(allow_private=True, verify=client, deadline_s=1.5)
+    with WebhookReceiver(script=[TRICKLE, 200], trickle_s=0.25, tls=server) as slow:
+        try:
+            cut = sender.post(slow.url, b"{}", {"webhook-id": "w"})
+            then = sender.post(slow.url, b"{}", {"webhook-id": "w"})
+        finally:
+            sender.close()
+    assert (cut.delivered, cut.error) == (False, "timed out: no answer within 1.5 s")
+    assert 1.5 <= cut.seconds < 3.5
+    assert then.delivered, then.error  # a new connection: the cut one is never reused
 
 
 # --- past select()'s descriptors ------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Webhooks without a network: which addresses pass, how URLs parse, how tries are signed,
-and the retry schedule."""
+the retry schedule, and a try's deadline over a socket pair."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import socket
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +26,7 @@ from jarvis_agents.webhooks.addresses import (
     parse_webhook_url,
     resolve_target,
 )
+from jarvis_agents.webhooks.deadlines import Deadlines
 from jarvis_agents.webhooks.dispatcher import RETRY_DELAYS_S, retry_at
 from jarvis_agents.webhooks.signing import Signer
 
@@ -170,3 +173,32 @@ def test_the_retry_schedule_keeps_the_contract() -> None:
     assert tries >= 5 and when - now >= timedelta(minutes=5)  # ≥ 5 tries over ≥ 5 minutes
     assert tries == 1 + len(RETRY_DELAYS_S)
     assert at == sorted(at)
+
+
+# --- a whole try's deadline ---------------------------------------------------------------------
+
+
+def test_a_trickling_peer_is_cut_at_the_deadline_not_at_each_read() -> None:
+    ours, theirs = socket.socketpair()
+    deadlines = Deadlines()
+    trickling = threading.Event()
+
+    def trickle() -> None:  # a byte every 0.1 s: no single read waits long
+        while not trickling.wait(0.1):
+            try:
+                theirs.send(b"x")
+            except OSError:
+                return
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        ours.settimeout(5)
+        with deadlines.bounded(lambda: ours, 0.5) as watch:
+            while ours.recv(1):  # as long as it trickles; b"" once shut down
+                pass
+        assert watch.expired
+    finally:
+        trickling.set()
+        deadlines.close()
+        ours.close()
+        theirs.close()
