@@ -23,7 +23,7 @@ PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PR
 # where 200 left 1,000 agents of 4 s each to run in five waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
 # Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
-# 10 s, 6 tries over 8 min 35 s in all (README, Webhooks).
+# 10 s, 6 tries over 8 min 35 s in all, then the delivery is dead (README, Webhooks).
 # How long a claimed try is its claimer's: longer than a try that takes all of its
 # deadline (webhooks/sender.py, TRY_DEADLINE_S = 10 s for connect, send and the answer's
 # head together). Only tests shorten them.

@@ -245,6 +245,8 @@ class WebhookDeliveryRow(Base):
     last_try_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when the delivery is dead: its last try failed (or its lease ran out), and it
+    # is never tried again.
     abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (

@@ -9,9 +9,11 @@ without the other, so no crash loses a webhook (CONTRACT §3, §9), and however 
 is made (an `agent.waiting` sent after the approval came), it says what happened then.
 
 Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting
-the try; a claimed row whose worker died is due again when the lease runs out. On
-PostgreSQL the claim skips rows another dispatcher is claiming (`FOR UPDATE SKIP LOCKED`);
-SQLite runs one writer at a time, so its claim needs no lock. The retry schedule lives in
+the try; a claimed row whose worker died is due again when the lease runs out. A row
+whose last try was claimed and whose lease ran out is dead: the claim that finds it
+marks it so (`abandoned_at`) instead of trying it again. On PostgreSQL the claim skips
+rows another dispatcher is claiming (`FOR UPDATE SKIP LOCKED`); SQLite runs one writer
+at a time, so its claim needs no lock. The retry schedule lives in
 jarvis_agents/webhooks/dispatcher.py; this module only stores it.
 """
 
@@ -33,6 +35,7 @@ from sqlalchemy import (
     Text,
     Uuid,
     bindparam,
+    case,
     func,
     insert,
     select,
@@ -55,6 +58,9 @@ EVENTS: dict[AgentStatus, str] = {
     AgentStatus.CANCELLED: "agent.cancelled",
     AgentStatus.WAITING: "agent.waiting",
 }
+
+# What a dead delivery's last_error says when its last try never reported back.
+LEASE_RAN_OUT = "its last try did not report back within its lease (its worker was lost)"
 
 def webhook_body(agent: Agent) -> str:
     """The body of a webhook about `agent`: its agent JSON (Agent.to_json, the API's
@@ -93,7 +99,8 @@ class Delivery:
     event: str
     url: str
     payload: str | None  # the body; None only on a row owed by an earlier release
-    attempt: int  # this try's number, from 1
+    attempt: int  # this try's number, from 1 (for a dead one: its last try's)
+    dead: bool = False  # its last try's lease ran out: the claim marked it dead, not to try
 
 
 _OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None))
@@ -101,6 +108,7 @@ _OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None
 
 _AT = DateTime(timezone=True)
 _NOW = bindparam("now", type_=_AT)
+_TRIES = bindparam("tries", type_=Integer)
 
 # The statements, built once: SQLAlchemy then keys its compiled-statement cache on the
 # same objects every time instead of building and hashing a new tree per call (half a
@@ -117,12 +125,19 @@ _DUE = (
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
+_LEFT = deliveries.c.attempts < _TRIES  # a try of the schedule is left
 _CLAIM = (
     update(deliveries)
     .where(deliveries.c.id.in_(select(_DUE.c.id)), *_OWED, deliveries.c.next_at <= _NOW)
-    .values(attempts=deliveries.c.attempts + 1, next_at=bindparam("leased_until", type_=_AT))
+    .values(
+        attempts=case((_LEFT, deliveries.c.attempts + 1), else_=deliveries.c.attempts),
+        next_at=case((_LEFT, bindparam("leased_until", type_=_AT)), else_=deliveries.c.next_at),
+        abandoned_at=case((_LEFT, None), else_=_NOW),
+        last_error=case((_LEFT, deliveries.c.last_error), else_=LEASE_RAN_OUT),
+    )
     .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.event,
-               deliveries.c.url, deliveries.c.payload, deliveries.c.attempts)
+               deliveries.c.url, deliveries.c.payload, deliveries.c.attempts,
+               deliveries.c.abandoned_at)
 )
 _DELIVERED = (
     update(deliveries)
@@ -158,12 +173,16 @@ class OutboxStore:
         conn.execute(OWE.statement, values)
         return True
 
-    def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
-        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""
+    def claim_due(self, *, now: datetime, lease_s: float, limit: int, tries: int) -> list[Delivery]:
+        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`.
+        A row whose `tries` are all begun (its last try's lease ran out) is marked dead
+        instead, and returned with `dead`."""
         with self._one_statement() as conn:
-            rows = conn.execute(_CLAIM, {"now": now, "leased_until": now + timedelta(seconds=lease_s),
-                                         "limit": limit}).all()
-        return [Delivery(*row) for row in rows]
+            rows = conn.execute(_CLAIM, {
+                "now": now, "leased_until": now + timedelta(seconds=lease_s), "limit": limit,
+                "tries": tries,
+            }).all()
+        return [Delivery(*row[:6], dead=row[6] is not None) for row in rows]
 
     def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
         """Record that these deliveries' tries were answered 2xx (any try: a late one
@@ -186,7 +205,7 @@ class OutboxStore:
         now: datetime, retry_at: datetime | None,
     ) -> bool:
         """Record a failed try (when it began, how long it took, why): due again at
-        `retry_at`, or abandoned when it is None. Only the latest claim may: a try that
+        `retry_at`, or dead when it is None. Only the latest claim may: a try that
         outlived its lease changes nothing. `payload` is kept only where the row had
         none (owed by an earlier release): every retry sends the first try's bytes."""
         schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}

@@ -7,11 +7,13 @@ fast, as many as the senders can try well within the lease when they do not; eac
 leases its rows for LEASE_S. A try still queued after half its lease is handed back
 untried rather than sent late (it could race the next claim). A sender makes one try —
 over within the sender's try deadline, however the receiver trickles —, records its
-outcome and, for a failure, when the next try is due: RETRY_DELAYS_S after the try,
-then abandoned (logged) after the last. A worker killed mid-try leaves its rows leased:
-another worker's dispatcher takes them LEASE_S + PERIOD_S later at the most, well
-within the 30 s the contract allows (§9). Delivery is at least once: a receiver drops
-repeats by `webhook-id`, which every try of a delivery shares.
+outcome and, for a failure, when the next try is due: RETRY_DELAYS_S after the try.
+After the last try of that schedule the delivery is dead, and never tried again; so is
+one whose last try's worker died (the claim that finds its lease run out marks it). A
+worker killed mid-try leaves its rows leased: another worker's dispatcher takes them
+LEASE_S + PERIOD_S later at the most, well within the 30 s the contract allows (§9).
+Delivery is at least once: a receiver drops repeats by `webhook-id`, which every try of
+a delivery shares.
 
 Every try sends the same bytes: the body made with the change that owed the delivery.
 Only the `webhook-timestamp` and the Standard Webhooks signature over it are new per try.
@@ -73,7 +75,9 @@ class WebhookDispatcher:
         outcomes: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.repository = repository
-        self.outcomes = outcomes  # counts each try's outcome (jarvis_webhook_deliveries_total)
+        # Counts each try's outcome (jarvis_webhook_deliveries_total): delivered, failed
+        # (to be tried again) or dead (never to be tried again).
+        self.outcomes = outcomes
         self.store = repository.outbox
         self.signer = signer
         self.sender = sender
@@ -108,16 +112,30 @@ class WebhookDispatcher:
                    lease_s=settings.webhook_lease_s,
                    retry_delays_s=settings.webhook_retry_delays_s, outcomes=outcomes)
 
+    @property
+    def tries(self) -> int:
+        """How many tries a delivery gets: the first, then one after each retry delay."""
+        return 1 + len(self.retry_delays_s)
+
     # --- tries ------------------------------------------------------------------------
 
     def claim(self, limit: int) -> list[tuple[Delivery, bytes]]:
-        """Claim up to `limit` due deliveries, each with the body its try sends."""
-        due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=limit)
+        """Claim up to `limit` due deliveries, each with the body its try sends. Those
+        whose last try's lease ran out are dead now, not tried."""
+        due = self.store.claim_due(now=self.clock(), lease_s=self.lease_s, limit=limit,
+                                   tries=self.tries)
+        for delivery in due:
+            if delivery.dead:
+                self.outcomes("dead")
+                log.error("webhook %s (%s) of agent %s is dead: its last try (%s) never "
+                          "reported back", delivery.id, delivery.event, delivery.agent_id,
+                          delivery.attempt)
+        live = [delivery for delivery in due if not delivery.dead]
         # A row owed by an earlier release has no body yet: its agent as it is now.
-        unbuilt = [d.agent_id for d in due if d.payload is None]
+        unbuilt = [d.agent_id for d in live if d.payload is None]
         agents = {agent.id: agent for agent in self.repository.get_many(unbuilt)} if unbuilt else {}
         tries = []
-        for delivery in due:
+        for delivery in live:
             if delivery.payload is not None:
                 tries.append((delivery, delivery.payload.encode()))
             elif (agent := agents.get(delivery.agent_id)) is not None:
@@ -127,7 +145,7 @@ class WebhookDispatcher:
 
     def deliver(self, delivery: Delivery, body: bytes) -> bool:
         """Make one try of a claimed delivery; True when it was delivered (recorded by
-        `flush`), else the failure and the next try are recorded now."""
+        `flush`), else the failure and the next try (or its death) are recorded now."""
         began = self.clock()
         headers = self.signer.headers(
             delivery_id=delivery.id, event=delivery.event, agent_id=delivery.agent_id,
@@ -142,16 +160,19 @@ class WebhookDispatcher:
         now = self.clock()
         error = outcome.error or "failed"
         retry = retry_at(delivery.attempt, now, delays_s=self.retry_delays_s)
-        self.outcomes("failed" if retry is not None else "abandoned")
-        if self.store.failed(delivery, payload=body.decode(), error=error, began=began,
-                             took_ms=round(outcome.seconds * 1000), now=now, retry_at=retry):
-            if retry is None:
-                log.error("webhook %s (%s) of agent %s abandoned after %s tries; last: %s",
-                          delivery.id, delivery.event, delivery.agent_id, delivery.attempt, error)
-            else:
+        recorded = self.store.failed(
+            delivery, payload=body.decode(), error=error, began=began,
+            took_ms=round(outcome.seconds * 1000), now=now, retry_at=retry)
+        if retry is not None:
+            self.outcomes("failed")
+            if recorded:
                 log.warning("webhook %s (%s) of agent %s, try %s failed (%s); next in %s s",
                             delivery.id, delivery.event, delivery.agent_id, delivery.attempt,
                             error, self.retry_delays_s[delivery.attempt - 1])
+        elif recorded:  # else its lease ran out first, and a claim found it dead
+            self.outcomes("dead")
+            log.error("webhook %s (%s) of agent %s is dead after %s tries; last: %s",
+                      delivery.id, delivery.event, delivery.agent_id, delivery.attempt, error)
         return False
 
     def flush(self) -> None:

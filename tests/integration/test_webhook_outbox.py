@@ -37,6 +37,8 @@ from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
 pytestmark = pytest.mark.integration
 
+TRIES = 1 + len(RETRY_DELAYS_S)
+
 # --- what a status change owes --------------------------------------------------------------
 
 
@@ -112,14 +114,14 @@ def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: R
     for agent in agents:
         assert complete(repository, agent)
     now = utcnow() + timedelta(seconds=1)
-    first = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=1)
-    second = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    first = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=1, tries=TRIES)
+    second = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert len(first) == len(second) == 1 and first[0].id != second[0].id
     assert {first[0].agent_id, second[0].agent_id} == {a.id for a in agents}
     assert first[0].attempt == second[0].attempt == 1
-    assert repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5) == []  # leased
+    assert repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES) == []  # leased
     later = now + timedelta(seconds=LEASE_S + 1)  # their worker died: due again
-    again = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    again = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert sorted(d.id for d in again) == sorted([first[0].id, second[0].id])
     assert {d.attempt for d in again} == {2}
     # The try that outlived its lease records nothing; the latest claim's try does.
@@ -135,11 +137,11 @@ def test_a_released_claim_is_due_at_once_and_its_try_not_counted(repository: Rep
     agent = running(repository)
     assert complete(repository, agent)
     now = utcnow() + timedelta(seconds=1)
-    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES)
     later = now + timedelta(seconds=LEASE_S / 2 + 1)
     assert repository.outbox.release(claimed, now=later)
     assert not repository.outbox.release(claimed, now=later)  # no longer that claim's
-    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert again.id == claimed.id and again.attempt == 1
 
 
@@ -154,7 +156,7 @@ def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -
 
     def claimer() -> None:
         start.wait()
-        while due := repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=3):
+        while due := repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=3, tries=TRIES):
             with lock:
                 taken.extend(d.agent_id for d in due)
 
@@ -179,7 +181,7 @@ def receiver() -> Iterator[WebhookReceiver]:
     ({}, RETRY_DELAYS_S),
     ({"JARVIS_WEBHOOK_RETRY_DELAYS": "1,2.5"}, (1, 2.5)),  # as the fault tests shorten it
 ], ids=["default", "shortened"])
-def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
+def test_a_failing_delivery_follows_its_schedule_then_is_dead(
     repository: Repository, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
     env: dict[str, str], delays: tuple[float, ...],
 ) -> None:
@@ -201,12 +203,12 @@ def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
             assert _aware(row["next_at"]) == clock.now + timedelta(seconds=delay)
             clock.now += timedelta(seconds=delay)
     clock.now += timedelta(days=1)
-    assert sending.send_due() == 0  # abandoned: never tried again
+    assert sending.send_due() == 0  # dead: never tried again
     tries = receiver.wait_for(1 + len(delays), timeout_s=5)
     assert len({t.header("webhook-id") for t in tries}) == 1
     assert len({t.body for t in tries}) == 1  # the same bytes every time
-    assert f"abandoned after {1 + len(delays)} tries" in caplog.text
-    assert outcomes == ["failed"] * len(delays) + ["abandoned"]
+    assert f"dead after {1 + len(delays)} tries" in caplog.text
+    assert outcomes == ["failed"] * len(delays) + ["dead"]
     assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
 
 

@@ -1,5 +1,6 @@
-"""Webhook tries against real receivers that misbehave — one that trickles its answer —
-and in a worker process holding more descriptors than select() can watch."""
+"""Webhook tries against real receivers that misbehave — one that trickles its answer —,
+a delivery that fails every try, and a worker process holding more descriptors than
+select() can watch."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import resource
 import ssl
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 import trustme
 
-from jarvis_agents.lifecycle import utcnow
+from jarvis_agents.lifecycle import AgentStatus, utcnow
+from jarvis_agents.store.outbox import LEASE_RAN_OUT
 from jarvis_agents.store.repository import Repository
+from jarvis_agents.webhooks.dispatcher import LEASE_S
 from jarvis_agents.webhooks.sender import TRY_DEADLINE_S, WebhookSender
 from tests.support.webhook_outbox import Clock, complete, dispatcher, owed, running
 from tests.support.webhook_receiver import TRICKLE, WebhookReceiver
@@ -69,6 +73,31 @@ def test_a_trickling_receiver_over_tls_is_cut_at_the_deadline_too(ca: trustme.CA
     assert (cut.delivered, cut.error) == (False, "timed out: no answer within 1.5 s")
     assert 1.5 <= cut.seconds < 3.5
     assert then.delivered, then.error  # a new connection: the cut one is never reused
+
+
+# --- a delivery that fails every try ---------------------------------------------------------------
+
+
+def test_a_last_try_whose_worker_died_makes_the_delivery_dead(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    clock = Clock()
+    sending = dispatcher(repository, clock, JARVIS_WEBHOOK_RETRY_DELAYS="1,2")  # 3 tries
+    outcomes: list[str] = []  # what jarvis_webhook_deliveries_total counts
+    sending.outcomes = outcomes.append
+    for attempt in (1, 2, 3):
+        ((delivery, _),) = sending.claim(5)  # claimed, then its worker dies mid-try
+        assert delivery.attempt == attempt
+        clock.now += timedelta(seconds=LEASE_S + 1)
+    assert sending.claim(5) == []  # the last try's lease ran out: dead, not tried a 4th time
+    assert outcomes == ["dead"]
+    (row,) = owed(repository, agent)
+    assert row["abandoned_at"] is not None and row["delivered_at"] is None
+    assert (row["attempts"], row["last_error"]) == (3, LEASE_RAN_OUT)
+    clock.now += timedelta(days=1)
+    assert sending.claim(5) == [] and sending.send_due() == 0  # never tried again
+    assert outcomes == ["dead"]
+    assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
 
 
 # --- past select()'s descriptors ------------------------------------------------------------------
