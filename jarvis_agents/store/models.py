@@ -229,6 +229,9 @@ class WebhookDeliveryRow(Base):
     agent_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("agents.id", ondelete="CASCADE"), index=True
     )
+    # The agent's user, whose deliveries share the senders fairly with others' (migration
+    # 0012; NULL only on a row owed by a release before it).
+    user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     event: Mapped[str] = mapped_column(String(32))
     url: Mapped[str] = mapped_column(Text)
     # The body every try sends: the agent JSON as it was when the event happened, made

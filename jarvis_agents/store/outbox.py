@@ -9,19 +9,21 @@ without the other, so no crash loses a webhook (CONTRACT §3, §9), and however 
 is made (an `agent.waiting` sent after the approval came), it says what happened then.
 
 Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting
-the try; a claimed row whose worker died is due again when the lease runs out. A row
-whose last try was claimed and whose lease ran out is dead: the claim that finds it
-marks it so (`abandoned_at`) instead of trying it again. On PostgreSQL the claim skips
-rows another dispatcher is claiming (`FOR UPDATE SKIP LOCKED`); SQLite runs one writer
-at a time, so its claim needs no lock. The retry schedule lives in
-jarvis_agents/webhooks/dispatcher.py; this module only stores it.
+the try; a claimed row whose worker died is due again when the lease runs out. A claim
+takes the users' due rows in turns (each user's oldest first, then each one's second, …)
+and leaves out the users the claimer says are busy, so one user's many deliveries cannot
+fill a claim while another's wait. A row whose last try was claimed and whose lease ran
+out is dead: the claim that finds it marks it so (`abandoned_at`) instead of trying it
+again. On PostgreSQL the claim skips rows another dispatcher is claiming (`FOR UPDATE
+SKIP LOCKED`); SQLite runs one writer at a time, so its claim needs no lock. The retry
+schedule lives in jarvis_agents/webhooks/dispatcher.py; this module only stores it.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +40,7 @@ from sqlalchemy import (
     case,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -59,8 +62,12 @@ EVENTS: dict[AgentStatus, str] = {
     AgentStatus.WAITING: "agent.waiting",
 }
 
+# A claim of n rows chooses among the oldest CLAIM_WINDOW × n due ones.
+CLAIM_WINDOW = 4
+
 # What a dead delivery's last_error says when its last try never reported back.
 LEASE_RAN_OUT = "its last try did not report back within its lease (its worker was lost)"
+
 
 def webhook_body(agent: Agent) -> str:
     """The body of a webhook about `agent`: its agent JSON (Agent.to_json, the API's
@@ -74,8 +81,8 @@ def webhook_body(agent: Agent) -> str:
 AGENT_AS_READ = Prebuilt(select(*AGENT_READ).where(agents.c.id == bindparam("agent_id")))
 OWE = Prebuilt(insert(deliveries).values(
     id=bindparam("id", type_=Uuid()), agent_id=bindparam("agent_id", type_=Uuid()),
-    event=bindparam("event", type_=String()), url=bindparam("url", type_=Text()),
-    payload=bindparam("payload", type_=Text()), attempts=0,
+    user_id=bindparam("user_id", type_=Uuid()), event=bindparam("event", type_=String()),
+    url=bindparam("url", type_=Text()), payload=bindparam("payload", type_=Text()), attempts=0,
     next_at=bindparam("now", type_=DateTime(timezone=True)),
     created_at=bindparam("now", type_=DateTime(timezone=True)),
 ))
@@ -86,7 +93,7 @@ def owed(agent: Agent, event: str, *, now: datetime) -> dict[str, Any] | None:
     None for an agent without a webhook_url."""
     if agent.webhook_url is None:
         return None
-    return {"id": uuid.uuid4(), "agent_id": agent.id, "event": event,
+    return {"id": uuid.uuid4(), "agent_id": agent.id, "user_id": agent.user_id, "event": event,
             "url": agent.webhook_url, "payload": webhook_body(agent), "now": now}
 
 
@@ -96,6 +103,7 @@ class Delivery:
 
     id: uuid.UUID  # the webhook-id
     agent_id: uuid.UUID
+    user_id: uuid.UUID | None  # None only on a row owed before migration 0012
     event: str
     url: str
     payload: str | None  # the body; None only on a row owed by an earlier release
@@ -114,14 +122,37 @@ _TRIES = bindparam("tries", type_=Integer)
 # same objects every time instead of building and hashing a new tree per call (half a
 # millisecond of a claim's CPU in the worker).
 #
-# The claim's CTE is materialized, so that it runs once: as `id IN (SELECT … LIMIT n)`
-# PostgreSQL's planner may run the subquery again per row and claim more than n.
+# The users' turns: the oldest due rows (a window a few claims wide, so that a claim
+# costs the same however many are due), each numbered within its user's, oldest first.
+# The busy users' rows are left out before the window is taken. The rows are read,
+# not locked: the locks are taken below, on the rows the claim picks.
+_OLDEST = (
+    select(deliveries.c.id, deliveries.c.user_id, deliveries.c.next_at)
+    .where(*_OWED, deliveries.c.next_at <= _NOW,
+           or_(deliveries.c.user_id.is_(None),
+               deliveries.c.user_id.not_in(bindparam("busy_users", expanding=True))))
+    .order_by(deliveries.c.next_at)
+    .limit(bindparam("window", type_=Integer))
+    .subquery("oldest")
+)
+_TURNS = (
+    select(_OLDEST.c.id, _OLDEST.c.next_at, func.row_number().over(
+        partition_by=_OLDEST.c.user_id,
+        order_by=(_OLDEST.c.next_at, _OLDEST.c.id)).label("turn"))
+    .cte("turns")
+    .prefix_with("MATERIALIZED", dialect="postgresql")
+)
+# The claim's CTEs are materialized, so that each runs once: as `id IN (SELECT … LIMIT
+# n)` PostgreSQL's planner may run the subquery again per row and claim more than n.
+# The picked rows are found by their key, and locked, with no condition of their own: a
+# row another claim took meanwhile is left out by the UPDATE's, which are checked again
+# on the row as it is then (and an index on next_at is not walked once per picked row).
 _DUE = (
     select(deliveries.c.id)
-    .where(*_OWED, deliveries.c.next_at <= _NOW)
-    .order_by(deliveries.c.next_at)
+    .select_from(_TURNS.join(deliveries, deliveries.c.id == _TURNS.c.id))
+    .order_by(_TURNS.c.turn, _TURNS.c.next_at)
     .limit(bindparam("limit", type_=Integer))
-    .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's compiler leaves it out
+    .with_for_update(skip_locked=True, of=deliveries)  # PostgreSQL; SQLite's compiler leaves it out
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
@@ -135,9 +166,9 @@ _CLAIM = (
         abandoned_at=case((_LEFT, None), else_=_NOW),
         last_error=case((_LEFT, deliveries.c.last_error), else_=LEASE_RAN_OUT),
     )
-    .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.event,
-               deliveries.c.url, deliveries.c.payload, deliveries.c.attempts,
-               deliveries.c.abandoned_at)
+    .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.user_id,
+               deliveries.c.event, deliveries.c.url, deliveries.c.payload,
+               deliveries.c.attempts, deliveries.c.abandoned_at)
 )
 _DELIVERED = (
     update(deliveries)
@@ -173,16 +204,19 @@ class OutboxStore:
         conn.execute(OWE.statement, values)
         return True
 
-    def claim_due(self, *, now: datetime, lease_s: float, limit: int, tries: int) -> list[Delivery]:
-        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`.
-        A row whose `tries` are all begun (its last try's lease ran out) is marked dead
-        instead, and returned with `dead`."""
+    def claim_due(
+        self, *, now: datetime, lease_s: float, limit: int, tries: int,
+        busy_users: Collection[uuid.UUID] = (),
+    ) -> list[Delivery]:
+        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`,
+        the users in turns and none of `busy_users`'. A row whose `tries` are all begun
+        (its last try's lease ran out) is marked dead instead, and returned with `dead`."""
         with self._one_statement() as conn:
             rows = conn.execute(_CLAIM, {
                 "now": now, "leased_until": now + timedelta(seconds=lease_s), "limit": limit,
-                "tries": tries,
+                "window": CLAIM_WINDOW * limit, "tries": tries, "busy_users": list(busy_users),
             }).all()
-        return [Delivery(*row[:6], dead=row[6] is not None) for row in rows]
+        return [Delivery(*row[:7], dead=row[7] is not None) for row in rows]
 
     def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
         """Record that these deliveries' tries were answered 2xx (any try: a late one

@@ -4,6 +4,7 @@
     signing.py     the headers of a try: X-Jarvis-Signature and Standard Webhooks'
     deadlines.py   a whole try over within its deadline, however the receiver trickles
     sender.py      one try over HTTP, to the pinned address
+    turns.py       claimed tries waiting for a sender, users in turns, a few of each at most
     dispatcher.py  in every worker: claims due deliveries, tries them, keeps the schedule
 
 What is owed, and its body, is recorded by the status change itself (store/outbox.py);

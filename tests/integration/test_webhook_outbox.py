@@ -39,6 +39,7 @@ pytestmark = pytest.mark.integration
 
 TRIES = 1 + len(RETRY_DELAYS_S)
 
+
 # --- what a status change owes --------------------------------------------------------------
 
 
@@ -83,6 +84,7 @@ def test_the_body_is_the_agent_json_as_it_ended(repository: Repository) -> None:
     # Made with the change by the API's builder of the agent JSON (Agent.to_json).
     assert json.loads(delivery["payload"]) == ended.to_json()
     assert delivery["payload"] == json.dumps(ended.to_json(), separators=(",", ":"))
+    assert delivery["user_id"] == agent.user_id
 
 
 def test_an_agent_waiting_body_says_waiting_though_approved_before_it_is_sent(

@@ -1,6 +1,6 @@
-"""Webhook tries against real receivers that misbehave — one that trickles its answer —,
-a delivery that fails every try, and a worker process holding more descriptors than
-select() can watch."""
+"""Webhook tries against real receivers that misbehave: one that trickles its answer,
+one user's many of them beside another user's healthy one, a delivery that fails every
+try, and a worker process holding more descriptors than select() can watch."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import trustme
 from jarvis_agents.lifecycle import AgentStatus, utcnow
 from jarvis_agents.store.outbox import LEASE_RAN_OUT
 from jarvis_agents.store.repository import Repository
-from jarvis_agents.webhooks.dispatcher import LEASE_S
+from jarvis_agents.webhooks.dispatcher import LEASE_S, PER_USER, WebhookDispatcher
 from jarvis_agents.webhooks.sender import TRY_DEADLINE_S, WebhookSender
-from tests.support.webhook_outbox import Clock, complete, dispatcher, owed, running
+from tests.faults.conftest import wait_until
+from tests.support.webhook_outbox import Clock, complete, dispatcher, owed, running, settings
 from tests.support.webhook_receiver import TRICKLE, WebhookReceiver
 
 pytestmark = pytest.mark.integration
@@ -73,6 +74,40 @@ def test_a_trickling_receiver_over_tls_is_cut_at_the_deadline_too(ca: trustme.CA
     assert (cut.delivered, cut.error) == (False, "timed out: no answer within 1.5 s")
     assert 1.5 <= cut.seconds < 3.5
     assert then.delivered, then.error  # a new connection: the cut one is never reused
+
+
+# --- one user's receivers and another's -----------------------------------------------------------
+
+
+def test_one_user_s_trickling_receivers_delay_no_other_user_s_webhook(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    many = 3 * PER_USER
+    with WebhookReceiver(script=[TRICKLE] * many, trickle_s=1.0) as slow:
+        first = running(repository, slow.url)
+        for agent in [first] + [running(repository, slow.url, user_id=first.user_id)
+                                for _ in range(many - 1)]:
+            assert complete(repository, agent)
+        sending = WebhookDispatcher.from_settings(
+            repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1"))
+        assert sending is not None
+        sending.start()
+        try:
+            slow.wait_for(PER_USER, timeout_s=15)  # the first user's tries are under way
+            other = running(repository, receiver.url)
+            assert complete(repository, other)
+
+            def delivered() -> bool:
+                return owed(repository, other)[0]["delivered_at"] is not None
+
+            # Well within one try's deadline: it waits for none of the trickling tries.
+            wait_until(delivered, TRY_DEADLINE_S / 2, "the other user's webhook")
+            # Each of that worker's senders the first user may hold, they hold: no more.
+            assert len(slow.requests) == PER_USER
+        finally:
+            sending.stop(timeout_s=0)
+    (request,) = receiver.wait_for(1, timeout_s=1)
+    assert request.header("webhook-id") == str(owed(repository, other)[0]["id"])
 
 
 # --- a delivery that fails every try ---------------------------------------------------------------
