@@ -5,7 +5,7 @@ A delivery is owed in the transaction of the status change itself (Repository.tr
 once the change won, the agent is read back in that transaction and, if it has a
 `webhook_url`, the delivery is inserted with its body — the agent JSON as it is at that
 moment, made by Agent.to_json as the API's answers are. Nothing can then commit the one
-without the other, so no crash loses a webhook (CONTRACT §3, §9), and however late a try
+without the other, so no crash loses a webhook (README, Webhooks), and however late a try
 is made (an `agent.waiting` sent after the approval came), it says what happened then.
 
 Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting

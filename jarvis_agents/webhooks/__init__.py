@@ -1,4 +1,5 @@
-"""Webhooks: the agent JSON POSTed to the caller's URL when the agent ends or waits (CONTRACT §2, §9).
+"""Webhooks: the agent JSON POSTed to the caller's URL when the agent ends or waits
+(README, Webhooks).
 
     addresses.py   where a webhook may go: the URL parsed, resolved, checked and pinned
     signing.py     the headers of a try: X-Jarvis-Signature and Standard Webhooks'

@@ -11,9 +11,8 @@ records its outcome and, for a failure, when the next try is due: RETRY_DELAYS_S
 the try. After the last try of that schedule the delivery is dead, and never tried
 again; so is one whose last try's worker died (the claim that finds its lease run out
 marks it). A worker killed mid-try leaves its rows leased: another worker's dispatcher
-takes them LEASE_S + PERIOD_S later at the most, well within the 30 s the contract
-allows (§9). Delivery is at least once: a receiver drops repeats by `webhook-id`, which
-every try of a delivery shares.
+takes them LEASE_S + PERIOD_S later at the most (README, Webhooks). Delivery is at least
+once: a receiver drops repeats by `webhook-id`, which every try of a delivery shares.
 
 One user cannot hold every sender (README, Webhooks): a user has at most PER_USER tries
 under way in a worker, the users with tries waiting are served in turns
