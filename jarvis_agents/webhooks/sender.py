@@ -29,7 +29,8 @@ from jarvis_agents.webhooks.deadlines import Deadlines
 
 # A try's answer is read up to this much: enough to log why a receiver refused.
 READ_LIMIT_BYTES = 4096
-# A try lasts at most this long in all, from its start: the name's lookup, connecting,
+# A try lasts at most this long in all, from its start: the name's lookup (which counts
+# but is not cut short: the system's resolver has time-outs of its own), connecting,
 # sending, and reading the answer's head (and what is read of its body), however the
 # receiver trickles (README, Webhooks). The dispatcher's lease (webhooks/dispatcher.py)
 # is longer than a try that takes all of it.
