@@ -206,6 +206,37 @@ def test_a_superseded_attempt_ending_here_leaves_the_new_one_beating_and_cancell
         runner.stop_background()
 
 
+def test_a_claim_taken_back_and_made_again_leaves_the_new_run_beating_and_cancellable(
+    parts: tuple[AgentRunner, RunnerStore, WaitingModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database crash took a claim back (it commits without waiting for the disk): the
+    agent is claimed again, under the same attempt number, while the run the crash cut
+    off still waits here. That run's end must not drop the new one's heartbeat or cancel."""
+    from jarvis_agents import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "REVOKE_POLL_S", 0.02)
+    runner, store, model = parts
+    runner.settings = runner.settings.with_overrides(heartbeat_interval_s=0.02)
+    old_revoked = threading.Event()
+    agent, old = start_in_thread(runner, store, model, is_revoked=old_revoked.is_set)
+    store.agents[agent.id] = agent  # PENDING under attempt 0 again: the crash kept the create
+    new = threading.Thread(target=runner.run, args=(agent.id,), daemon=True)
+    new.start()
+    wait_for(lambda: model.calls == 2, "the second run's model call")
+    assert store.get(agent.id).attempt == 1  # type: ignore[union-attr]
+    old_revoked.set()  # only the run the crash cut off stops
+    old.join(1)
+    assert not old.is_alive() and runner.active() == 1
+    runner.start_background(sweep=False)
+    try:
+        wait_for(lambda: store.beats and store.beats[-1] == [(agent.id, 1)], "a heartbeat")
+        runner.cancel_local(agent.id)
+        new.join(1)
+        assert not new.is_alive()
+    finally:
+        runner.stop_background()
+
+
 def test_worker_lost_needs_a_stale_heartbeat_and_a_hand_back_is_no_loss(
     parts: tuple[AgentRunner, RunnerStore, WaitingModel],
 ) -> None:
