@@ -115,19 +115,15 @@ def test_cancelling_a_running_agent_mid_reply(api_env, start_api, start_worker, 
             assert fake_ollama.wait_for_chunks(1, timeout_s=20)  # the model is mid-reply
             assert http.get(url).json()["status"] == "RUNNING"
 
-            started = time.monotonic()
             cancelled = http.delete(url)
-            took = time.monotonic() - started
             assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"
-            assert took < 1.0
 
             events = watcher.rest()
             assert [e.event for e in events] == ["cancelled", "done"]
             assert events[-1].data == {"agent_id": agent["id"], "status": "CANCELLED",
                                        "stop_reason": "cancelled"}
-            assert time.monotonic() - started < 2.0
-            # The model call was cut, not just left unread: the model server saw the
-            # client go while it was writing the reply, long before the end of it.
+            # The model call was cut, not waited for nor just left unread: the model
+            # server saw the client go while it was writing the reply, before its end.
             assert fake_ollama.wait_for_hangups(1, timeout_s=3.0)
             assert fake_ollama.hangups == 1 and fake_ollama.call_count == 1
 
@@ -148,20 +144,20 @@ def test_hanging_up_a_post_stream_cancels_its_agent(api_env, start_api, start_wo
                          json={"goal": "What is 1234 * 902?"}) as stream:
             url = stream.response.headers["Location"]
             wait_until(lambda: fake_ollama.call_count == 1)
-        hung_up = time.monotonic()
-        agent = wait_until(
-            lambda: (a := http.get(url).json())["status"] == "CANCELLED" and a, timeout_s=5
-        )
-        assert time.monotonic() - hung_up < 5
+        # Cancelled while its first model call (5 s) is still under way.
+        agent = wait_until(lambda: (a := http.get(url).json())["status"] == "CANCELLED" and a)
         assert agent["stop_reason"] == "cancelled"
+        assert fake_ollama.wait_for_hangups(1, timeout_s=10)
 
         # GET …/events is only a watcher: hanging up cancels nothing.
         other = http.post("/api/v1/agents", json={"goal": "keep running"}).json()
         with EventStream(http, "GET", f"/api/v1/agents/{other['id']}/events"):
-            pass
-        time.sleep(2.5)
-        assert http.get(f"/api/v1/agents/{other['id']}").json()["status"] in {"PENDING", "RUNNING"}
-        http.delete(f"/api/v1/agents/{other['id']}")  # lets the worker stop at once
+            wait_until(lambda: fake_ollama.call_count == 2)  # mid-call (5 s) as it hangs up
+        wait_until(lambda: api.open_streams() == 0)  # the API saw the hang-up
+        fake_ollama.latency_s = 0.0
+        done = wait_until(lambda: (a := http.get(f"/api/v1/agents/{other['id']}").json())
+                          ["status"] in {"COMPLETED", "FAILED", "CANCELLED"} and a, timeout_s=30)
+        assert done["status"] == "COMPLETED"
 
 
 def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_api):
@@ -184,9 +180,7 @@ def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_ap
                     stop_reason=StopReason.FINAL_ANSWER, step_count=1,
                     completed_at=done.completed_at,
                 )
-                started = time.monotonic()
-                events = stream.rest()
-                assert time.monotonic() - started < 8  # found by the periodic re-check
+                events = stream.rest()  # ended by the periodic re-check: nothing was published
             assert [(e.event, e.id) for e in events] == [("think", "1"), ("final", "2"),
                                                          ("done", None)]
             assert events[-1].data["status"] == "COMPLETED"
