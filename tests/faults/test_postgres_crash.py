@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from sqlalchemy import create_engine, text
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, StepType
 from jarvis_agents.service import CreateRequest
-from tests.conftest import Process, _descendants
+from tests.conftest import Process, _descendants, private_redis
 from tests.faults.conftest import System, running_system
 from tests.faults.own_servers import OwnPostgres, own_postgres
 from tests.faults.test_restarts import LONG, LONG_STEPS, restart_env
@@ -55,6 +56,14 @@ def asked(requests: list[dict[str, Any]], agent: Agent) -> Counter[int]:
 
 
 @pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of the test's own: nothing to wait for while other sessions hold
+    the shared server's databases (its PostgreSQL is its own too)."""
+    with private_redis(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
 def crashable_postgres() -> Iterator[OwnPostgres]:
     # fsync on: what a commit made durable survives the crash. Nothing but the commits
     # writes the WAL out behind the test's back: no background writer, no autovacuum
@@ -76,7 +85,7 @@ def test_a_postgres_crash_loses_no_agent_and_runs_none_twice(
     replies.gate = lambda turn: before_crash  # the calls asked before the crash wait
     env = {**restart_env(database_url, redis_url, fake_ollama.url),
            "JARVIS_HEARTBEAT_INTERVAL": "1", "JARVIS_PENDING_REQUEUE": "3"}
-    with running_system(env) as system:
+    with running_system(env) as system, gates_opened(before_crash, later_turns):
         def create(n: int) -> Agent:  # in ReACT mode, which no write after the claim settles
             return system.service.create(system.user_id, CreateRequest(
                 goal=f"crash {n}: add up", mode="react"))[0]
@@ -139,6 +148,16 @@ def assert_every_run_beats(system: System, agents: list[Agent]) -> None:
     latest = beat(agents[0])
     behind = [a.id for a in agents if beat(a) < latest]
     assert not behind, f"the worker no longer marks {behind} alive"
+
+
+@contextmanager
+def gates_opened(*gates: threading.Event) -> Iterator[None]:
+    """Every gate open at the end, whatever happened: no model call is left held."""
+    try:
+        yield
+    finally:
+        for gate in gates:
+            gate.set()
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import pytest
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, StepType
 from jarvis_agents.service import CreateRequest
-from tests.conftest import Process
+from tests.conftest import Process, private_redis
 from tests.faults.conftest import System, running_system, system_env, wait_until
 from tests.faults.own_servers import OwnRedis, own_postgres
 from tests.faults.test_approval_faults import SearchServer
@@ -73,8 +73,7 @@ def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Outage]:
     from jarvis_agents.store.database import upgrade
 
     if request.param == "postgres":
-        redis_url = request.getfixturevalue("redis_url")
-        with own_postgres() as server:
+        with own_postgres() as server, private_redis(tmp_path) as redis_url:
             database_url = server.create_database(f"jarvis_{uuid.uuid4().hex[:8]}")
             upgrade(database_url)
             yield Outage("postgres", database_url, redis_url, server.stop, server.start)
@@ -173,14 +172,15 @@ def test_a_blocking_tool_call_across_a_restart_runs_once(
 
 
 def test_a_webhook_under_way_across_a_postgres_restart_is_delivered_once(
-    fake_ollama: Any, start_worker: Any, redis_url: str
+    fake_ollama: Any, start_worker: Any, tmp_path: Path
 ) -> None:
     """Every try has reached the receiver, which answers only once the server is down:
     the dispatcher cannot record them delivered until it is back, and must not send
     them again meanwhile."""
     from jarvis_agents.store.database import upgrade
 
-    with own_postgres() as server, WebhookReceiver(script=[HANG] * AGENTS) as receiver:
+    with own_postgres() as server, private_redis(tmp_path) as redis_url, \
+            WebhookReceiver(script=[HANG] * AGENTS) as receiver:
         database_url = server.create_database(f"jarvis_{uuid.uuid4().hex[:8]}")
         upgrade(database_url)
         env = webhook_env(restart_env(database_url, redis_url, fake_ollama.url))
