@@ -214,7 +214,7 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(r
             watched = [ids[i % len(ids)] for i in range(n_streams)]
 
             received: dict[int, list] = {}
-            opened = threading.Barrier(n_streams + 1, timeout=10)
+            opened = threading.Barrier(n_streams + 1, timeout=30)
 
             def watch(i: int) -> None:
                 response = app.test_client().get(
@@ -233,9 +233,10 @@ def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(r
                 thread.start()
             opened.wait()  # every stream has read its agent and steps
 
-            # A status check after the streams settled (one told to catch up as the hub
-            # connected does so at once), then `checks` more.
-            settled = wait_for_status_checks(statements, statements.calls(), 1)
+            # Two status checks after the hub heard Redis (until then the streams poll;
+            # as it connects, it tells them to catch up once), then `checks` more.
+            wait_until(lambda: context.hub.connected)
+            settled = wait_for_status_checks(statements, statements.calls(), 2)
             after = wait_for_status_checks(statements, settled, checks)
             reads = {q: n - settled[q] for q, n in after.items()
                      if READS_AGENTS.search(q) and n > settled[q] and not is_status_check(q)}
