@@ -52,10 +52,17 @@ STATUS_CHECK_S = 10.0
 LISTEN_WAIT_S = 0.2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Run:
-    """One attempt running in this process: its cancel flag and its stop signal."""
+    """One run of an attempt in this process: its cancel flag and its stop signal.
 
+    Told apart by identity, not by (agent, attempt): a claim that a database crash
+    took back is made again under the same attempt number, and the run it cut off
+    may still be under way here when the new one starts.
+    """
+
+    agent_id: uuid.UUID
+    attempt: int
     cancelled: threading.Event
     signal: StopSignal
 
@@ -79,9 +86,9 @@ class AgentRunner:
         self.events = events
         self.dispatcher = dispatcher
         self.settings = settings
-        # By (agent, attempt): a duplicate delivery that takes the agent over on this
-        # very worker must not lose its entry when the superseded attempt ends.
-        self._running: dict[tuple[uuid.UUID, int], _Run] = {}
+        # Each run its own entry: one that ends (superseded by a take-over, or cut off
+        # by a crash that took its claim back) must not remove another's of the agent.
+        self._running: set[_Run] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._shutting_down = threading.Event()  # from the first shutdown signal on
@@ -124,9 +131,9 @@ class AgentRunner:
         cancelled = threading.Event()
         # cancel_local and the shutdown wake it; only a revoke has to be polled for.
         signal = StopSignal(cancelled.is_set, self._stopping.is_set, is_revoked, poll_s=REVOKE_POLL_S)
-        key = (agent.id, agent.attempt)
+        run = _Run(agent.id, agent.attempt, cancelled, signal)
         with self._lock:
-            self._running[key] = _Run(cancelled, signal)
+            self._running.add(run)
         token = current_agent_id.set(str(agent.id))
         log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
@@ -135,7 +142,7 @@ class AgentRunner:
                 log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
         finally:
             with self._lock:
-                self._running.pop(key, None)
+                self._running.discard(run)
             current_agent_id.reset(token)
             if self._stopping.is_set() and not cancelled.is_set():
                 # Shutting down past the grace period: hand the agent back now rather
@@ -152,7 +159,7 @@ class AgentRunner:
     def _stop_all(self) -> None:
         self._stopping.set()
         with self._lock:
-            signals = [run.signal for run in self._running.values()]
+            signals = [run.signal for run in self._running]
         for signal in signals:
             signal.wake()
 
@@ -241,7 +248,7 @@ class AgentRunner:
     def cancel_local(self, agent_id: uuid.UUID) -> None:
         """Stop every attempt of the agent running here, now."""
         with self._lock:
-            runs = [run for (running_id, _), run in self._running.items() if running_id == agent_id]
+            runs = [run for run in self._running if run.agent_id == agent_id]
         for run in runs:
             run.cancelled.set()
             run.signal.wake()
@@ -269,7 +276,7 @@ class AgentRunner:
     def _heartbeat_loop(self) -> None:
         while not self._stopping.wait(self.settings.heartbeat_interval_s):
             with self._lock:
-                owned = list(self._running)
+                owned = {(run.agent_id, run.attempt) for run in self._running}
             try:
                 self.repository.heartbeat(owned)
             except Exception as exc:  # noqa: BLE001 - the next beat tries again

@@ -315,8 +315,11 @@ class Repository(Recovery):
         1.4, and a third of its server CPU, on PostgreSQL on our hardware). That loses
         nothing: the WAL is written in order, so the attempt's first durable write
         (its first steps) makes the claim durable too; and if the server crashes
-        before that, the agent is PENDING again with nothing of the attempt kept, its
-        later writes are refused by their guard, and the sweeper queues it again.
+        before that, the agent is PENDING again with nothing of the attempt kept, and
+        the sweeper queues it again. It is claimed again under the same attempt
+        number, so the guard may let the cut-off run's writes through: whichever of
+        the two runs writes a step second is refused by the step's unique `seq`
+        (the runner keeps the two runs apart, jarvis_agents/runner.py).
         """
         known = list((modes or {}).items())[:CLAIM_MODES_MAX]
         params: dict[str, Any] = {"id": agent_id, "task_id": task_id, "now": now or utcnow()}

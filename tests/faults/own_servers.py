@@ -6,14 +6,18 @@ at once and are never restarted; a test that needs an outage starts one of these
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import os
 import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
-from tests.conftest import free_port
+from tests.conftest import _descendants, free_port, missing
 from tests.faults.conftest import wait_until
 
 
@@ -64,10 +68,12 @@ class OwnPostgres:
 
     initdb refuses to run as root, so every server command runs as `postgres`
     (runuser) on a directory that user owns; authentication is trust, on 127.0.0.1
-    and a socket in the same directory.
+    and a socket in the same directory. `settings` (name: value) are passed to the
+    server over the defaults: fsync off (a test that crashes it turns fsync on).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings = {"fsync": "off", "max_connections": "200", **(settings or {})}
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
         self.bin = Path(found[-1]).parent if found else None
         self.port = free_port()
@@ -96,8 +102,8 @@ class OwnPostgres:
                           "-U", "postgres", "--no-sync")
 
     def start(self) -> None:
-        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
-                   " -c fsync=off -c max_connections=200")
+        options = " ".join([f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1",
+                            *(f"-c {name}={value}" for name, value in self.settings.items())])
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
                           "-l", str(self.directory / "server.log"), "-w", "start")
 
@@ -105,6 +111,34 @@ class OwnPostgres:
         """A fast shutdown: every session is told the server is going away, as in a restart."""
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast",
                           "-w", "stop")
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every process of the server at once, as a machine
+        that dies would end them: no checkpoint, and what the WAL writer had not yet
+        written out of the server's memory (commits that did not wait for it) is lost.
+        The next start recovers from the write-ahead log on disk."""
+        postmaster = self._postmaster()
+        victims = [postmaster, *_descendants(postmaster)]
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        # A new postmaster refuses to start while the old one's pid is taken (a zombie's too).
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in victims), 30,
+                   "the crashed server's processes to be gone")
+
+    def pause_wal_writer(self) -> None:
+        """SIGSTOP the WAL writer: from now on only a commit that waits for the disk
+        writes the WAL out (and all before it); what commits without waiting stays in
+        the server's memory, for a crash to take. The crash kills it all the same."""
+        for pid in _descendants(self._postmaster()):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres: walwriter"):
+                    os.kill(pid, signal.SIGSTOP)
+                    return
+        raise AssertionError("the server has no WAL writer process")
+
+    def _postmaster(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
     def create_database(self, name: str) -> str:
         from sqlalchemy import create_engine, text
@@ -119,6 +153,23 @@ class OwnPostgres:
 
     def destroy(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                              "-w", "stop")
+            # Fails when a crash left the file behind (a test that ended before the restart).
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m",
+                                  "immediate", "-w", "stop")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextmanager
+def own_postgres(settings: Mapping[str, str] | None = None) -> Iterator[OwnPostgres]:
+    """A PostgreSQL cluster of the caller's own, running (`settings` as OwnPostgres's),
+    destroyed afterwards; without the binaries or runuser, skipped (in CI, failed)."""
+    server = OwnPostgres(settings)
+    if (why := server.available) is not None:
+        missing("a private PostgreSQL server", why)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.destroy()

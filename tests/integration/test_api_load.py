@@ -3,9 +3,7 @@ on one API process."""
 
 from __future__ import annotations
 
-import re
 import socket
-import time
 
 import httpx
 import pytest
@@ -56,13 +54,6 @@ def test_one_worker_runs_a_hundred_slow_agents_at_once(
 def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
     api = start_api({**api_env, "JARVIS_MAX_STREAMS_PER_USER": str(STREAMS)})  # one user's
     key = api.user()
-    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
-        http.get("/api/v1/tools")
-        started = time.monotonic()
-        for _ in range(30):
-            http.get("/api/v1/tools")
-        # Without TCP_NODELAY a small answer can wait ~40 ms for a delayed ACK.
-        assert (time.monotonic() - started) / 30 < 0.02
     host, port = api.url.removeprefix("http://").split(":")
     request = (
         f"GET /api/v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
@@ -82,12 +73,11 @@ def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
                 head += chunk
             assert head.startswith(b"HTTP/1.1 200")
 
+        # Still answering; how fast is bench/'s business, not this test's.
         with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
-            started = time.monotonic()
             assert http.get("/healthz").status_code == 200
             created = http.post("/api/v1/agents", json={"goal": "still answering"})
             assert created.status_code == 202
-            assert time.monotonic() - started < 2
 
         # The status change reached every one of the thousand streams.
         agent_id = created.json()["id"].encode()
@@ -103,15 +93,10 @@ def test_one_api_process_holds_a_thousand_streams(api_env, start_api):
 
     with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as http:
 
-        def open_streams() -> float:
-            found = re.search(r"^jarvis_api_open_streams (\S+)$", http.get("/metrics").text, re.MULTILINE)
-            assert found
-            return float(found.group(1))
-
         # Every hung-up stream noticed it and let go of its subscription (and of its
         # place among the user's JARVIS_MAX_STREAMS_PER_USER).
-        wait_until(lambda: open_streams() == 0, timeout_s=10, interval_s=0.2)
+        wait_until(lambda: api.open_streams() == 0, timeout_s=10, interval_s=0.2)
         # A HEAD has no body to stream: answered at once, nothing left open.
         head = http.head("/api/v1/events", timeout=5)
         assert head.status_code == 200 and head.headers["Content-Type"] == "text/event-stream"
-        assert open_streams() == 0
+        assert api.open_streams() == 0

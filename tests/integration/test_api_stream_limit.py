@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api_server import Api, EventStream, wait_until
+from tests.support.api_server import EventStream, wait_until
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
@@ -33,15 +33,6 @@ def try_stream(http: httpx.Client, method: str, path: str, **kwargs: Any) -> Eve
     return stream
 
 
-def open_streams(api: Api) -> float:
-    """How many streams and long-polls the API process holds open (its own gauge)."""
-    with api.client() as http:
-        for line in http.get("/metrics").text.splitlines():
-            if line.startswith("jarvis_api_open_streams "):
-                return float(line.split()[1])
-    raise AssertionError("no jarvis_api_open_streams in /metrics")
-
-
 def test_a_user_past_the_limit_gets_429_until_a_stream_or_wait_ends(shared_api):
     api = shared_api(JARVIS_MAX_STREAMS_PER_USER=str(LIMIT))  # no worker: agents stay PENDING
     alice_key = api.user()
@@ -61,7 +52,7 @@ def test_a_user_past_the_limit_gets_429_until_a_stream_or_wait_ends(shared_api):
         waiter = threading.Thread(target=wait_for_awaited)
         waiter.start()
         held.callback(waiter.join, 30)
-        wait_until(lambda: open_streams(api) == 1)
+        wait_until(lambda: api.open_streams() == 1)
         opened = [
             try_stream(alice, "POST", f"{AGENTS}/stream", json={"goal": "streamed"}),
             try_stream(alice, "GET", f"{AGENTS}/{watched}/events"),

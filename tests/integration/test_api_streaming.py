@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import selectors
 import socket
 import threading
@@ -114,19 +115,15 @@ def test_cancelling_a_running_agent_mid_reply(api_env, start_api, start_worker, 
             assert fake_ollama.wait_for_chunks(1, timeout_s=20)  # the model is mid-reply
             assert http.get(url).json()["status"] == "RUNNING"
 
-            started = time.monotonic()
             cancelled = http.delete(url)
-            took = time.monotonic() - started
             assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"
-            assert took < 1.0
 
             events = watcher.rest()
             assert [e.event for e in events] == ["cancelled", "done"]
             assert events[-1].data == {"agent_id": agent["id"], "status": "CANCELLED",
                                        "stop_reason": "cancelled"}
-            assert time.monotonic() - started < 2.0
-            # The model call was cut, not just left unread: the model server saw the
-            # client go while it was writing the reply, long before the end of it.
+            # The model call was cut, not waited for nor just left unread: the model
+            # server saw the client go while it was writing the reply, before its end.
             assert fake_ollama.wait_for_hangups(1, timeout_s=3.0)
             assert fake_ollama.hangups == 1 and fake_ollama.call_count == 1
 
@@ -147,20 +144,20 @@ def test_hanging_up_a_post_stream_cancels_its_agent(api_env, start_api, start_wo
                          json={"goal": "What is 1234 * 902?"}) as stream:
             url = stream.response.headers["Location"]
             wait_until(lambda: fake_ollama.call_count == 1)
-        hung_up = time.monotonic()
-        agent = wait_until(
-            lambda: (a := http.get(url).json())["status"] == "CANCELLED" and a, timeout_s=5
-        )
-        assert time.monotonic() - hung_up < 5
+        # Cancelled while its first model call (5 s) is still under way.
+        agent = wait_until(lambda: (a := http.get(url).json())["status"] == "CANCELLED" and a)
         assert agent["stop_reason"] == "cancelled"
+        assert fake_ollama.wait_for_hangups(1, timeout_s=10)
 
         # GET …/events is only a watcher: hanging up cancels nothing.
         other = http.post("/api/v1/agents", json={"goal": "keep running"}).json()
         with EventStream(http, "GET", f"/api/v1/agents/{other['id']}/events"):
-            pass
-        time.sleep(2.5)
-        assert http.get(f"/api/v1/agents/{other['id']}").json()["status"] in {"PENDING", "RUNNING"}
-        http.delete(f"/api/v1/agents/{other['id']}")  # lets the worker stop at once
+            wait_until(lambda: fake_ollama.call_count == 2)  # mid-call (5 s) as it hangs up
+        wait_until(lambda: api.open_streams() == 0)  # the API saw the hang-up
+        fake_ollama.latency_s = 0.0
+        done = wait_until(lambda: (a := http.get(f"/api/v1/agents/{other['id']}").json())
+                          ["status"] in {"COMPLETED", "FAILED", "CANCELLED"} and a, timeout_s=30)
+        assert done["status"] == "COMPLETED"
 
 
 def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_api):
@@ -183,9 +180,7 @@ def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_ap
                     stop_reason=StopReason.FINAL_ANSWER, step_count=1,
                     completed_at=done.completed_at,
                 )
-                started = time.monotonic()
-                events = stream.rest()
-                assert time.monotonic() - started < 8  # found by the periodic re-check
+                events = stream.rest()  # ended by the periodic re-check: nothing was published
             assert [(e.event, e.id) for e in events] == [("think", "1"), ("final", "2"),
                                                          ("done", None)]
             assert events[-1].data["status"] == "COMPLETED"
@@ -193,77 +188,96 @@ def test_a_stream_catches_up_from_the_database_when_publishes_are_lost(shared_ap
         repository.engine.dispose()
 
 
-def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(
-    pg_url, redis_url
-):
-    """In process, so the API's statements can be counted: N open streams cost one status
-    query per `recheck_s`, not N, and a terminal status that was written to the record
-    but never published still ends each of them with `done` within about `recheck_s`."""
-    from sqlalchemy import event
-
+def test_one_status_query_per_interval_ends_every_stream_of_an_unannounced_end(redis_url):
+    """In process, on a PostgreSQL that counts every statement it runs (the store's
+    prepared ones on raw cursors included): N open streams of quiet agents cost one
+    status query per `recheck_s` for them all and no read of their own, and a
+    terminal status that was written to the record but never published still ends
+    each of them with `done`."""
     from api import create_app
     from api.context import StreamTiming
     from tests.support.api_server import parse_events
+    from tests.support.server_statements import counting_postgres
 
-    recheck_s, quiet_s, n_streams = 0.5, 2.0, 12
-    settings = Settings.from_env(
-        {"DATABASE_URL": pg_url, "REDIS_URL": redis_url, "OLLAMA_HOST": "http://127.0.0.1:9"}
-    )
-    app = create_app(settings, timing=StreamTiming(recheck_s=recheck_s, tick_s=0.05))
-    context = app.extensions["jarvis"]
-    statements: list[str] = []
-    event.listen(context.service.repository.engine, "before_cursor_execute",
-                 lambda conn, cursor, sql, *rest: statements.append(sql))
-    try:
-        _, api_key = context.service.repository.users.create(f"watcher-{uuid.uuid4()}")
-        headers = {"Authorization": f"Bearer {api_key}"}
-        client = app.test_client()
-        ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)
-               .get_json()["id"] for i in range(3)]
-        watched = [ids[i % len(ids)] for i in range(n_streams)]
+    recheck_s, n_streams, n_agents, checks = 0.5, 12, 3, 4
+    with counting_postgres() as (database_url, statements):
+        settings = Settings.from_env({"DATABASE_URL": database_url, "REDIS_URL": redis_url,
+                                      "OLLAMA_HOST": "http://127.0.0.1:9"})
+        app = create_app(settings, timing=StreamTiming(recheck_s=recheck_s, tick_s=0.05))
+        context = app.extensions["jarvis"]
+        try:
+            _, api_key = context.service.repository.users.create(f"watcher-{uuid.uuid4()}")
+            headers = {"Authorization": f"Bearer {api_key}"}
+            client = app.test_client()
+            ids = [client.post("/api/v1/agents", json={"goal": f"quiet {i}"}, headers=headers)
+                   .get_json()["id"] for i in range(n_agents)]
+            watched = [ids[i % len(ids)] for i in range(n_streams)]
 
-        received: dict[int, list] = {}
-        opened = threading.Barrier(n_streams + 1, timeout=10)
+            received: dict[int, list] = {}
+            opened = threading.Barrier(n_streams + 1, timeout=30)
 
-        def watch(i: int) -> None:
-            response = app.test_client().get(
-                f"/api/v1/agents/{watched[i]}/events", headers=headers, buffered=False
-            )
-            try:
-                opened.wait()
-                lines = (line for chunk in response.response
-                         for line in chunk.decode().split("\n"))
-                received[i] = list(parse_events(lines))
-            finally:
-                response.close()
+            def watch(i: int) -> None:
+                response = app.test_client().get(
+                    f"/api/v1/agents/{watched[i]}/events", headers=headers, buffered=False
+                )
+                try:
+                    opened.wait()
+                    lines = (line for chunk in response.response
+                             for line in chunk.decode().split("\n"))
+                    received[i] = list(parse_events(lines))
+                finally:
+                    response.close()
 
-        threads = [threading.Thread(target=watch, args=(i,)) for i in range(n_streams)]
-        for thread in threads:
-            thread.start()
-        opened.wait()
+            threads = [threading.Thread(target=watch, args=(i,)) for i in range(n_streams)]
+            for thread in threads:
+                thread.start()
+            opened.wait()  # every stream has read its agent and steps
 
-        time.sleep(recheck_s)  # past the streams' first reads of the record
-        statements.clear()
-        time.sleep(quiet_s)
-        agent_reads = [sql for sql in statements if "FROM agents" in sql]
-        assert 2 <= len(agent_reads) <= quiet_s / recheck_s + 1, agent_reads
+            # Two status checks after the hub heard Redis (until then the streams poll;
+            # as it connects, it tells them to catch up once), then `checks` more.
+            wait_until(lambda: context.hub.connected)
+            settled = wait_for_status_checks(statements, statements.calls(), 2)
+            after = wait_for_status_checks(statements, settled, checks)
+            reads = {q: n - settled[q] for q, n in after.items()
+                     if READS_AGENTS.search(q) and n > settled[q] and not is_status_check(q)}
+            assert reads == {}, f"the streams read the store on their own: {reads}"
 
-        ended = time.monotonic()
-        for agent_id in ids:
-            assert context.service.repository.transition(
-                uuid.UUID(agent_id), AgentStatus.PENDING, AgentStatus.CANCELLED,
-                stop_reason=StopReason.CANCELLED,
-            )
-        for thread in threads:
-            thread.join(timeout=recheck_s + 5)
-        assert time.monotonic() - ended < recheck_s + 1.5
-        assert sorted(received) == list(range(n_streams))
-        for i, events in received.items():
-            assert [e.event for e in events] == ["cancelled", "done"]
-            assert events[-1].data == {"agent_id": watched[i], "status": "CANCELLED",
-                                       "stop_reason": "cancelled"}
-    finally:
-        context.close()
+            for agent_id in ids:
+                assert context.service.repository.transition(
+                    uuid.UUID(agent_id), AgentStatus.PENDING, AgentStatus.CANCELLED,
+                    stop_reason=StopReason.CANCELLED,
+                )
+            for thread in threads:  # ended by the status check: nothing was published
+                thread.join(timeout=30)
+            assert sorted(received) == list(range(n_streams))
+            for i, events in received.items():
+                assert [e.event for e in events] == ["cancelled", "done"]
+                assert events[-1].data == {"agent_id": watched[i], "status": "CANCELLED",
+                                           "stop_reason": "cancelled"}
+        finally:
+            context.close()
+
+
+# A statement that reads agents or their steps; the status check's reads all the
+# watched agents (here three) in one.
+READS_AGENTS = re.compile(r"\bFROM agent(s|_steps)\b")
+STATUS_CHECK = re.compile(r"\bFROM agents\s+WHERE agents\.id IN \((\$\d+[^,)]*, ){2}\$\d+[^,)]*\)$")
+
+
+def is_status_check(query: str) -> bool:
+    return STATUS_CHECK.search(query) is not None
+
+
+def wait_for_status_checks(statements, since, n):
+    """The server's counts once the status check has run `n` times after `since`'s."""
+    def checked(counts):
+        return sum(c for q, c in counts.items() if is_status_check(q))
+
+    def done():
+        counts = statements.calls()
+        return counts if checked(counts) >= checked(since) + n else None
+
+    return wait_until(done, timeout_s=30)
 
 
 class RawStream:

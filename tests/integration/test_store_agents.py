@@ -4,7 +4,6 @@ user scoping, pagination, idempotency keys and the active limit, also under race
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
@@ -195,9 +194,8 @@ def test_a_refused_create_leaves_no_transaction_holding_the_user(pg_url: str) ->
         with pytest.raises(Conflict):
             repository.create_agent(new_agent(user.id, idempotency_key="k", request_hash="x"),
                                     max_active=1)
-        began = time.monotonic()
+        # Were the user's row still locked, this would wait out the lock timeout and fail.
         other.create_agent(new_agent(user.id), max_active=2)
-        assert time.monotonic() - began < 2  # the lock timeout is 10 s
         with repository.engine.connect() as conn:
             stuck = conn.execute(text(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"

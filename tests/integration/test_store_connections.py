@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -16,16 +15,21 @@ from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.prepared import form_of
 from jarvis_agents.store.repository import Repository
+from tests.support.api_server import wait_until
 from tests.support.store import new_agent, running
+
+# How long pg_terminate_backend waits for a backend to exit (it returns at once when it has).
+EXIT_WAIT_MS = 5000
 
 
 def _terminate_backends(pg_url: str) -> int:
+    """Terminate every backend of the database; how many, once they have all exited."""
     admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         killed = conn.execute(text(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = :name AND pid <> pg_backend_pid()"),
-            {"name": pg_url.rsplit("/", 1)[1]}).scalar_one()
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, :wait_ms))"
+            " FROM pg_stat_activity WHERE datname = :name AND pid <> pg_backend_pid()"),
+            {"name": pg_url.rsplit("/", 1)[1], "wait_ms": EXIT_WAIT_MS}).scalar_one()
     admin.dispose()
     return killed
 
@@ -48,13 +52,11 @@ def test_pooled_connections_killed_while_idle_are_replaced(
         agent = running(repository, user.id)
         repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "before")], step_count=1)
         assert _terminate_backends(pg_url) >= 1
-        time.sleep(0.2)
         assert repository.get(agent.id) is not None  # a prebuilt statement
         assert [s.content for s in repository.steps_after(agent.id)] == ["before"]  # SQLAlchemy
         repository.append_steps(agent.id, 1, [Step(2, 1, StepType.THINK, "after")], step_count=2)
         assert repository.heartbeat([(agent.id, 1)]) == 1
         assert _terminate_backends(pg_url) >= 1
-        time.sleep(0.2)
         created, _ = repository.create_agent(new_agent(user.id), max_active=5)
         assert repository.get(created.id) is not None
     finally:
@@ -75,13 +77,10 @@ def test_a_read_whose_connection_was_just_dropped_runs_again(
     try:
         agent = running(repository, user.id)
         assert _terminate_backends(pg_url) >= 1
-        time.sleep(0.2)
         assert repository.get(agent.id) is not None  # a prebuilt statement
         assert _terminate_backends(pg_url) >= 1
-        time.sleep(0.2)
         assert repository.steps_after(agent.id) == []  # through SQLAlchemy
         assert _terminate_backends(pg_url) >= 1
-        time.sleep(0.2)
         # A write is not run twice: it may have committed before its connection broke.
         with pytest.raises(OperationalError):
             repository.heartbeat([(agent.id, 1)])
@@ -198,22 +197,19 @@ def _writer_backend(repository: Repository) -> int:
 
 
 def _terminate_backend(pg_url: str, pid: int) -> bool:
+    """Terminate backend `pid`; whether it has exited."""
     admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            killed = conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+            return bool(conn.execute(text("SELECT pg_terminate_backend(:p, :wait_ms)"),
+                                     {"p": pid, "wait_ms": EXIT_WAIT_MS}).scalar_one())
     finally:
         admin.dispose()
-    return bool(killed) and _gone(pg_url, pid)
 
 
 def _gone(pg_url: str, pid: int) -> bool:
-    """Whether backend `pid` has exited, within a second (it exits after its socket closes)."""
-    for _ in range(50):
-        if not _backend_alive(pg_url, pid):
-            return True
-        time.sleep(0.02)
-    return False
+    """Whether backend `pid` exits (after its client closed its socket) within a deadline."""
+    return bool(wait_until(lambda: not _backend_alive(pg_url, pid), timeout_s=5, interval_s=0.02))
 
 
 def _backend_alive(pg_url: str, pid: int) -> bool:

@@ -4,9 +4,8 @@ attempt guard on step writes, take-overs, and their races with cancellation."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -27,6 +26,7 @@ from jarvis_agents.lifecycle import (
 from jarvis_agents.store import repository_for
 from jarvis_agents.store.database import make_engine
 from jarvis_agents.store.repository import Repository
+from tests.support.api_server import wait_until
 from tests.support.store import new_agent, running
 
 
@@ -160,9 +160,12 @@ def test_race_between_completion_and_cancellation(pg_url: str) -> None:
 
 
 @contextmanager
-def step_write_in_flight(repository: Repository, agent: Agent, kinds: list[StepType]) -> Iterator[None]:
+def step_write_in_flight(
+    repository: Repository, agent: Agent, kinds: list[StepType]
+) -> Iterator[Callable[[], bool]]:
     """Attempt 1's step write, with the worker's own statement, left uncommitted until
-    the block ends: what a cancel or a take-over meets mid-write."""
+    the block ends: what a cancel or a take-over meets mid-write. Gives a check of
+    whether another backend waits for its locks."""
     from jarvis_agents.store.postgres import _APPEND_STEPS
 
     n, now = len(kinds), utcnow()
@@ -178,8 +181,18 @@ def step_write_in_flight(repository: Repository, agent: Agent, kinds: list[StepT
             "input_tokens": [None] * n, "output_tokens": [None] * n,
         })
         assert cursor.fetchone() == (1,)
-        yield
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+        yield lambda: waits_for(repository, pid)
         tx.commit()
+
+
+def waits_for(repository: Repository, pid: int) -> bool:
+    """Whether some backend waits for a lock that backend `pid` holds."""
+    with repository.engine.connect() as conn:
+        return bool(conn.execute(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))"),
+            {"pid": pid}).scalar_one())
 
 
 def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
@@ -202,11 +215,11 @@ def test_cancel_blocks_behind_an_inflight_step_write(pg_url: str) -> None:
     agent = running(repository, user.id)
     answered: list[Agent] = []
     try:
-        with step_write_in_flight(repository, agent, [StepType.THINK]):
+        with step_write_in_flight(repository, agent, [StepType.THINK]) as waited_for:
             t = threading.Thread(target=lambda: answered.append(service.cancel(user.id, agent.id)))
             t.start()
-            time.sleep(0.3)
-            assert not answered  # blocked behind the step write's row lock
+            wait_until(waited_for)  # the cancel waits on the step write's row lock
+            assert not answered
         t.join(5)
         (cancelled,) = answered
         assert cancelled.status is AgentStatus.CANCELLED and cancelled.step_count == 1
@@ -238,12 +251,12 @@ def test_a_take_over_that_waited_for_a_step_write_resumes_after_it(
     try:
         with step_write_in_flight(
             repository, agent, [StepType.THINK, StepType.ACT, StepType.OBSERVE]
-        ):
+        ) as waited_for:
             t = threading.Thread(target=lambda: taken.update(agent=repository.take_over(
                 agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))))
             t.start()
-            time.sleep(0.3)
-            assert t.is_alive()  # blocked behind the write's row lock
+            wait_until(waited_for)  # the take-over waits on the write's row lock
+            assert t.is_alive()
         t.join(5)
         resumed = taken["agent"]
         assert resumed is not None and resumed.attempt == 2

@@ -51,6 +51,14 @@ class Api:
         return httpx.Client(base_url=self.url, headers=headers, timeout=kwargs.pop("timeout", 30),
                             **kwargs)
 
+    def open_streams(self) -> float:
+        """How many streams and long-polls the API process holds open (its own gauge)."""
+        with self.client() as http:
+            for line in http.get("/metrics").text.splitlines():
+                if line.startswith("jarvis_api_open_streams "):
+                    return float(line.split()[1])
+        raise AssertionError("no jarvis_api_open_streams in /metrics")
+
 
 def launch(env: dict[str, str], log_path: Path, started: list[Process]) -> Api:
     port = free_port()

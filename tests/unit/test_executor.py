@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -173,10 +172,9 @@ def test_max_steps_fails_the_agent(tools: ToolRegistry) -> None:
 
 def test_step_timeout(tools: ToolRegistry) -> None:
     store = MemoryStore()
-    model = ScriptedChatModel(["FINAL_ANSWER: late"], delay_s=5)
-    began = time.monotonic()
+    # A reply an hour away: only the step timeout ends the wait within the test's time.
+    model = ScriptedChatModel(["FINAL_ANSWER: late"], delay_s=3600)
     done = make_executor(store, model, tools, step_s=0.2).run(start(store))
-    assert time.monotonic() - began < 1.5
     assert done is not None and done.status is AgentStatus.FAILED
     assert done.stop_reason is StopReason.STEP_TIMEOUT and "step timeout" in (done.error or "")
 
@@ -208,12 +206,12 @@ def test_model_errors_fail_the_agent(tools: ToolRegistry, error: Exception, text
 def test_cancellation_mid_reply_stops_quickly_and_writes_nothing(tools: ToolRegistry) -> None:
     store, events = MemoryStore(), MemoryEventBus()
     agent = start(store)
-    model = ScriptedChatModel(["THOUGHT: slow\nACTION: calculate\nINPUT: 1+1"], delay_s=10)
+    # A reply an hour away: only the cancel ends the wait within the test's time.
+    model = ScriptedChatModel(["THOUGHT: slow\nACTION: calculate\nINPUT: 1+1"], delay_s=3600)
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
-    began = time.monotonic()
     result = make_executor(store, model, tools, events=events).run(agent, should_stop=cancel.is_set)
-    assert result is None and time.monotonic() - began < 0.6
+    assert result is None
     assert store.steps_after(agent.id) == [] and events.messages == []
 
 

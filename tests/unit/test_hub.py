@@ -20,7 +20,8 @@ from jarvis_agents.events import (
     Message,
     Subscription,
 )
-from jarvis_agents.events.subscription import MAX_QUEUED
+from jarvis_agents.events.subscription import MAX_QUEUED, Signal
+from tests.support.api_server import wait_until
 
 
 class NoRedis:
@@ -71,20 +72,38 @@ def next_message(subscription: Subscription, timeout_s: float) -> Message | None
     return None
 
 
+class Waiter:
+    """A `subscription.get` on a thread of its own, with no deadline the test could reach,
+    once it waits: the writer it lends (one that declines all, unless given) is lent
+    only while it waits."""
+
+    def __init__(self, subscription: Subscription, writer: Lent | None = None) -> None:
+        if writer is None:
+            writer = Lent()
+            writer.declining = True
+        self.got: list[Message | Signal | None] = []
+        self.thread = threading.Thread(
+            target=lambda: self.got.append(subscription.get(3600, writer=writer)), daemon=True)
+        self.thread.start()
+        wait_until(lambda: subscription.writer is writer, timeout_s=5)
+
+    def result(self, *, timeout_s: float) -> Message | Signal | None:
+        self.thread.join(timeout_s)
+        assert self.got, "the get was not woken"
+        return self.got[0]
+
+
 def step(seq: int) -> Message:
     return Message(AGENT_CHANNEL.format("a"), "step", {"seq": seq})
 
 
 def test_a_put_from_another_thread_wakes_a_waiting_get(hub: EventHub) -> None:
     subscription = hub.subscribe(AGENT_CHANNEL.format(uuid.uuid4()))
-    started = time.monotonic()
-    assert subscription.get(0.1) is None
-    assert 0.09 <= time.monotonic() - started < 1.0
+    assert subscription.get(0.05) is None  # the time passed quietly
 
-    threading.Timer(0.05, subscription.put, args=(step(1),)).start()
-    started = time.monotonic()
-    assert subscription.get(5.0) == step(1)
-    assert time.monotonic() - started < 1.0
+    waiter = Waiter(subscription)
+    subscription.put(step(1))
+    assert waiter.result(timeout_s=5) == step(1)
     subscription.put(step(2))
     subscription.put(step(3))
     assert [subscription.get(0), subscription.get(0), subscription.get(0)] == [step(2), step(3), None]
@@ -108,10 +127,9 @@ def test_a_consumer_too_slow_gets_a_resync_and_closed_is_never_dropped(hub: Even
 
 def test_closing_the_hub_wakes_every_waiting_subscription(hub: EventHub) -> None:
     subscriptions = [hub.subscribe(AGENT_CHANNEL.format(uuid.uuid4())) for _ in range(3)]
-    threading.Timer(0.05, hub.close).start()
-    started = time.monotonic()
-    assert [s.get(5.0) for s in subscriptions] == [CLOSED] * 3
-    assert time.monotonic() - started < 1.0
+    waiters = [Waiter(s) for s in subscriptions]
+    hub.close()
+    assert [w.result(timeout_s=5) for w in waiters] == [CLOSED] * 3
     assert hub.subscribe(USER_CHANNEL.format(uuid.uuid4())).get(0) is CLOSED
 
 
@@ -124,8 +142,9 @@ def test_one_read_per_interval_covers_every_watched_agent(hub: EventHub) -> None
     for _ in subscriptions:
         hub.check_ended(statuses, every_s=0.1)  # each stream asks; one check runs
 
-    time.sleep(0.55)
-    assert 3 <= len(statuses.reads) <= 6  # once per interval, not once per stream
+    wait_until(lambda: len(statuses.reads) >= 3, timeout_s=5)
+    # One checker, each of whose reads covers every watched agent: not one per stream.
+    assert sum(1 for t in threading.enumerate() if t.name == "jarvis-status-check") == 1
     for read in statuses.reads:
         assert sorted(read) == sorted(agents)
 
@@ -172,10 +191,7 @@ def test_the_check_starts_on_first_use_and_stops_with_the_hub() -> None:
     assert statuses.read.wait(1.0)
 
     hub.close()
-    assert not checkers[0].is_alive()
-    reads = len(statuses.reads)
-    time.sleep(0.15)
-    assert len(statuses.reads) == reads
+    assert not checkers[0].is_alive()  # it reads no more
     hub.check_ended(statuses, every_s=0.05)  # a closed hub starts nothing again
     assert not any(t.name == "jarvis-status-check" for t in threading.enumerate())
 
@@ -198,12 +214,13 @@ def test_a_waiting_consumers_writer_takes_messages_without_waking_it(hub: EventH
     channel = AGENT_CHANNEL.format("a")
     subscription = hub.subscribe(channel)
     writer = Lent()
-    threading.Timer(0.05, hub._deliver, args=(step(1),)).start()
-    threading.Timer(0.10, hub._deliver, args=(step(2),)).start()
-    started = time.monotonic()
-    assert subscription.get(0.4, writer=writer) is None  # slept through both
-    assert time.monotonic() - started >= 0.35
+    waiter = Waiter(subscription, writer)
+    hub._deliver(step(1))
+    hub._deliver(step(2))
     assert writer.taken == [step(1), step(2)]
+    assert subscription.writer is writer  # still lent: the consumer sleeps on, unwoken
+    subscription.put(step(3))  # a put wakes it
+    assert waiter.result(timeout_s=5) == step(3)
     assert subscription.writer is None  # lent only while the consumer waits
 
 
@@ -219,10 +236,9 @@ def test_what_the_writer_declines_wakes_the_consumer_and_later_messages_queue_be
         writer.declining = False
         hub._deliver(step(2))  # so this one queues behind it instead of overtaking it
 
-    threading.Timer(0.05, publish).start()
-    started = time.monotonic()
-    assert subscription.get(5.0, writer=writer) == step(1)
-    assert time.monotonic() - started < 1.0
+    waiter = Waiter(subscription, writer)
+    publish()
+    assert waiter.result(timeout_s=5) == step(1)
     assert subscription.get(0, writer=writer) == step(2)
     assert writer.taken == []
 
