@@ -29,7 +29,18 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
+    from api import (
+        a2a,
+        agents,
+        assistants,
+        auth,
+        errors,
+        health,
+        openapi,
+        params,
+        streaming,
+        system,
+    )
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.sse import DirectStreams
@@ -102,7 +113,8 @@ def create_app(
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
     auth.install(app, context.keys)
-    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
+    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard,
+                      a2a.bp):
         app.register_blueprint(blueprint)
     if traced:
         _instrument(app)
