@@ -29,18 +29,8 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import (
-        a2a,
-        agents,
-        assistants,
-        auth,
-        errors,
-        health,
-        openapi,
-        params,
-        streaming,
-        system,
-    )
+    from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
+    from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.sse import DirectStreams
@@ -113,9 +103,9 @@ def create_app(
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
     auth.install(app, context.keys)
-    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard,
-                      a2a.bp):
+    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
+    app.register_blueprint(a2a_bp)
     if traced:
         _instrument(app)
         closers.append(tracing.flush)
