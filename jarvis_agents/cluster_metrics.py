@@ -50,7 +50,8 @@ SPECS: Mapping[str, Spec] = {
     "jarvis_tool_seconds": Spec("histogram", "Time of one tool call.", ("tool",)),
     "jarvis_webhook_deliveries": Spec(
         "counter", "Webhook delivery tries by outcome: delivered, failed (to be tried "
-        "again) or abandoned (the last try failed).", ("outcome",)),
+        "again) or dead (the last try failed, or its lease ran out: never tried again).",
+        ("outcome",)),
 }
 EXPOSED = frozenset(SPECS)
 _BUCKET_PARTS = {bound: f"le={bound}" for bound in LATENCY_BUCKETS}

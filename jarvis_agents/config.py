@@ -28,9 +28,10 @@ DEFAULT_MAX_REPLY_CHARS = 65536
 # where 200 left 1,000 agents of 4 s each to run in five waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
 # Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
-# 10 s, 6 tries over 8 min 35 s in all (CONTRACT §2). How long a claimed try is its
-# claimer's: longer than a try that takes all of its time-outs (webhooks/sender.py,
-# TIMEOUT_S = 5 s per connect, send and read). Only tests shorten them.
+# 10 s, 6 tries over 8 min 35 s in all, then the delivery is dead (README, Webhooks).
+# How long a claimed try is its claimer's: longer than a try that takes all of its
+# deadline (webhooks/sender.py, TRY_DEADLINE_S = 10 s for connect, send and the answer's
+# head together). Only tests shorten them.
 WEBHOOK_RETRY_DELAYS_S: tuple[float, ...] = (5, 30, 60, 120, 300)
 WEBHOOK_LEASE_S = 20.0
 # A model that has had nothing PENDING or RUNNING this long has no queue, consumer or

@@ -286,17 +286,27 @@ class WebhookDeliveryRow(Base):
     agent_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("agents.id", ondelete="CASCADE"), index=True
     )
+    # The agent's user, whose deliveries share the senders fairly with others' (migration
+    # 0012; NULL only on a row owed by a release before it).
+    user_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     event: Mapped[str] = mapped_column(String(32))
     url: Mapped[str] = mapped_column(Text)
-    # The body a failed try sent, kept so that every retry sends the same bytes.
+    # The body every try sends: the agent JSON as it was when the event happened, made
+    # with the change (NULL only on a row owed by an earlier release: its first try
+    # makes it, and keeps it).
     payload: Mapped[str | None] = mapped_column(Text)
     # Tries begun so far; the next is due at `next_at`, which a claim moves a lease
     # ahead, so that a try whose worker died is due again once the lease runs out.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
+    # When the last failed try began, and how long it took.
+    last_try_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_try_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when the delivery is dead: its last try failed (or its lease ran out), and it
+    # is never tried again.
     abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (

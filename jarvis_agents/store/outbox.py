@@ -1,43 +1,55 @@
-"""The webhook outbox in SQL: a delivery owed with the status change, claimed when due,
-and each try's outcome recorded — every change a compare-and-set.
+"""The webhook outbox in SQL: a delivery owed with the status change, its body made
+then, claimed when due, and each try's outcome recorded — every change a compare-and-set.
 
 A delivery is owed in the transaction of the status change itself (Repository.transition):
-an `INSERT … SELECT` from the agent's row, which inserts nothing for an agent without a
-`webhook_url`, run only when the change won. Nothing can then commit the one without the
-other, so no crash loses a webhook (CONTRACT §3, §9).
+once the change won, the agent is read back in that transaction and, if it has a
+`webhook_url`, the delivery is inserted with its body — the agent JSON as it is at that
+moment, made by Agent.to_json as the API's answers are. Nothing can then commit the one
+without the other, so no crash loses a webhook (README, Webhooks), and however late a try
+is made (an `agent.waiting` sent after the approval came), it says what happened then.
 
 Dispatchers in every worker claim due rows by moving `next_at` a lease ahead and counting
-the try; a claimed row whose worker died is due again when the lease runs out. On
-PostgreSQL the claim skips rows another dispatcher is claiming (`FOR UPDATE SKIP LOCKED`);
-SQLite runs one writer at a time, so its claim needs no lock. The retry schedule lives in
-jarvis_agents/webhooks/dispatcher.py; this module only stores it.
+the try; a claimed row whose worker died is due again when the lease runs out. A claim
+takes the users' due rows in turns (each user's oldest first, then each one's second, …)
+and leaves out the users the claimer says are busy, so one user's many deliveries cannot
+fill a claim while another's wait. A row whose last try was claimed and whose lease ran
+out is dead: the claim that finds it marks it so (`abandoned_at`) instead of trying it
+again. On PostgreSQL the claim skips rows another dispatcher is claiming (`FOR UPDATE
+SKIP LOCKED`); SQLite runs one writer at a time, so its claim needs no lock. The retry
+schedule lives in jarvis_agents/webhooks/dispatcher.py; this module only stores it.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import (
     DateTime,
     Engine,
-    Insert,
     Integer,
+    String,
+    Text,
     Uuid,
     bindparam,
+    case,
     func,
     insert,
-    literal,
+    or_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
 
-from jarvis_agents.lifecycle import AgentStatus
+from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.models import AgentRow, WebhookDeliveryRow
+from jarvis_agents.store.rows import AGENT_READ, agent_from_row
 
 agents = AgentRow.__table__
 deliveries = WebhookDeliveryRow.__table__
@@ -50,27 +62,39 @@ EVENTS: dict[AgentStatus, str] = {
     AgentStatus.WAITING: "agent.waiting",
 }
 
-# The PostgreSQL side of owing, for store/postgres.py's one-statement transition: a CTE
-# after its guard `owned` (which then returns webhook_url), before its step rows.
-OWED_CTE = """
-owed AS (
-    INSERT INTO webhook_deliveries (id, agent_id, event, url, attempts, next_at, created_at)
-    SELECT %(delivery_id)s::uuid, id, %(event)s::text, webhook_url, 0,
-           %(set_updated_at)s::timestamptz, %(set_updated_at)s::timestamptz
-    FROM owned WHERE webhook_url IS NOT NULL
-),"""
+# A claim of n rows chooses among the oldest CLAIM_WINDOW × n due ones.
+CLAIM_WINDOW = 4
+
+# What a dead delivery's last_error says when its last try never reported back.
+LEASE_RAN_OUT = "its last try did not report back within its lease (its worker was lost)"
 
 
-def owe(agent_id: uuid.UUID, event: str, now: datetime) -> Insert:
-    """The delivery of `event` owed by the agent, due now, if the agent has a webhook_url."""
-    return insert(deliveries).from_select(
-        ["id", "agent_id", "event", "url", "attempts", "next_at", "created_at"],
-        select(
-            literal(uuid.uuid4(), Uuid), agents.c.id, literal(event), agents.c.webhook_url,
-            literal(0, Integer), literal(now, DateTime(timezone=True)),
-            literal(now, DateTime(timezone=True)),
-        ).where(agents.c.id == agent_id, agents.c.webhook_url.is_not(None)),
-    )
+def webhook_body(agent: Agent) -> str:
+    """The body of a webhook about `agent`: its agent JSON (Agent.to_json, the API's
+    builder), compact and ASCII, so that its text and its bytes sign alike."""
+    return json.dumps(agent.to_json(), separators=(",", ":"))
+
+
+# The agent as every read gives it, and the delivery it owes: read and written in the
+# transaction of the change, through SQLAlchemy (OutboxStore.owe) or on a DBAPI cursor
+# (store/postgres.py).
+AGENT_AS_READ = Prebuilt(select(*AGENT_READ).where(agents.c.id == bindparam("agent_id")))
+OWE = Prebuilt(insert(deliveries).values(
+    id=bindparam("id", type_=Uuid()), agent_id=bindparam("agent_id", type_=Uuid()),
+    user_id=bindparam("user_id", type_=Uuid()), event=bindparam("event", type_=String()),
+    url=bindparam("url", type_=Text()), payload=bindparam("payload", type_=Text()), attempts=0,
+    next_at=bindparam("now", type_=DateTime(timezone=True)),
+    created_at=bindparam("now", type_=DateTime(timezone=True)),
+))
+
+
+def owed(agent: Agent, event: str, *, now: datetime) -> dict[str, Any] | None:
+    """OWE's values for the delivery of `event` about `agent` as it is now, due now;
+    None for an agent without a webhook_url."""
+    if agent.webhook_url is None:
+        return None
+    return {"id": uuid.uuid4(), "agent_id": agent.id, "user_id": agent.user_id, "event": event,
+            "url": agent.webhook_url, "payload": webhook_body(agent), "now": now}
 
 
 @dataclass(frozen=True)
@@ -79,10 +103,12 @@ class Delivery:
 
     id: uuid.UUID  # the webhook-id
     agent_id: uuid.UUID
+    user_id: uuid.UUID | None  # None only on a row owed before migration 0012
     event: str
     url: str
-    payload: str | None  # the body a failed try sent; None before one has failed
-    attempt: int  # this try's number, from 1
+    payload: str | None  # the body; None only on a row owed by an earlier release
+    attempt: int  # this try's number, from 1 (for a dead one: its last try's)
+    dead: bool = False  # its last try's lease ran out: the claim marked it dead, not to try
 
 
 _OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None))
@@ -90,28 +116,59 @@ _OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None
 
 _AT = DateTime(timezone=True)
 _NOW = bindparam("now", type_=_AT)
+_TRIES = bindparam("tries", type_=Integer)
 
 # The statements, built once: SQLAlchemy then keys its compiled-statement cache on the
 # same objects every time instead of building and hashing a new tree per call (half a
 # millisecond of a claim's CPU in the worker).
 #
-# The claim's CTE is materialized, so that it runs once: as `id IN (SELECT … LIMIT n)`
-# PostgreSQL's planner may run the subquery again per row and claim more than n.
+# The users' turns: the oldest due rows (a window a few claims wide, so that a claim
+# costs the same however many are due), each numbered within its user's, oldest first.
+# The busy users' rows are left out before the window is taken. The rows are read,
+# not locked: the locks are taken below, on the rows the claim picks.
+_OLDEST = (
+    select(deliveries.c.id, deliveries.c.user_id, deliveries.c.next_at)
+    .where(*_OWED, deliveries.c.next_at <= _NOW,
+           or_(deliveries.c.user_id.is_(None),
+               deliveries.c.user_id.not_in(bindparam("busy_users", expanding=True))))
+    .order_by(deliveries.c.next_at)
+    .limit(bindparam("window", type_=Integer))
+    .subquery("oldest")
+)
+_TURNS = (
+    select(_OLDEST.c.id, _OLDEST.c.next_at, func.row_number().over(
+        partition_by=_OLDEST.c.user_id,
+        order_by=(_OLDEST.c.next_at, _OLDEST.c.id)).label("turn"))
+    .cte("turns")
+    .prefix_with("MATERIALIZED", dialect="postgresql")
+)
+# The claim's CTEs are materialized, so that each runs once: as `id IN (SELECT … LIMIT
+# n)` PostgreSQL's planner may run the subquery again per row and claim more than n.
+# The picked rows are found by their key, and locked, with no condition of their own: a
+# row another claim took meanwhile is left out by the UPDATE's, which are checked again
+# on the row as it is then (and an index on next_at is not walked once per picked row).
 _DUE = (
     select(deliveries.c.id)
-    .where(*_OWED, deliveries.c.next_at <= _NOW)
-    .order_by(deliveries.c.next_at)
+    .select_from(_TURNS.join(deliveries, deliveries.c.id == _TURNS.c.id))
+    .order_by(_TURNS.c.turn, _TURNS.c.next_at)
     .limit(bindparam("limit", type_=Integer))
-    .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's compiler leaves it out
+    .with_for_update(skip_locked=True, of=deliveries)  # PostgreSQL; SQLite's compiler leaves it out
     .cte("due")
     .prefix_with("MATERIALIZED", dialect="postgresql")
 )
+_LEFT = deliveries.c.attempts < _TRIES  # a try of the schedule is left
 _CLAIM = (
     update(deliveries)
     .where(deliveries.c.id.in_(select(_DUE.c.id)), *_OWED, deliveries.c.next_at <= _NOW)
-    .values(attempts=deliveries.c.attempts + 1, next_at=bindparam("leased_until", type_=_AT))
-    .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.event,
-               deliveries.c.url, deliveries.c.payload, deliveries.c.attempts)
+    .values(
+        attempts=case((_LEFT, deliveries.c.attempts + 1), else_=deliveries.c.attempts),
+        next_at=case((_LEFT, bindparam("leased_until", type_=_AT)), else_=deliveries.c.next_at),
+        abandoned_at=case((_LEFT, None), else_=_NOW),
+        last_error=case((_LEFT, deliveries.c.last_error), else_=LEASE_RAN_OUT),
+    )
+    .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.user_id,
+               deliveries.c.event, deliveries.c.url, deliveries.c.payload,
+               deliveries.c.attempts, deliveries.c.abandoned_at)
 )
 _DELIVERED = (
     update(deliveries)
@@ -136,12 +193,30 @@ class OutboxStore:
         self.engine = engine
         self._one_statement = one_statement  # autocommit on PostgreSQL (store/connections.py)
 
-    def claim_due(self, *, now: datetime, lease_s: float, limit: int) -> list[Delivery]:
-        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`."""
+    def owe(self, conn: Connection, agent_id: uuid.UUID, event: str, *, now: datetime) -> bool:
+        """In the transaction of the change that owes it (`conn`, after the change and its
+        steps): the delivery of `event`, due now, with the agent as it is now for its
+        body; nothing for an agent without a webhook_url. Whether one was owed."""
+        row = conn.execute(AGENT_AS_READ.statement, {"agent_id": agent_id}).mappings().first()
+        values = owed(agent_from_row(row), event, now=now) if row is not None else None
+        if values is None:
+            return False
+        conn.execute(OWE.statement, values)
+        return True
+
+    def claim_due(
+        self, *, now: datetime, lease_s: float, limit: int, tries: int,
+        busy_users: Collection[uuid.UUID] = (),
+    ) -> list[Delivery]:
+        """Take up to `limit` deliveries due at `now` for one try each, leased for `lease_s`,
+        the users in turns and none of `busy_users`'. A row whose `tries` are all begun
+        (its last try's lease ran out) is marked dead instead, and returned with `dead`."""
         with self._one_statement() as conn:
-            rows = conn.execute(_CLAIM, {"now": now, "leased_until": now + timedelta(seconds=lease_s),
-                                         "limit": limit}).all()
-        return [Delivery(*row) for row in rows]
+            rows = conn.execute(_CLAIM, {
+                "now": now, "leased_until": now + timedelta(seconds=lease_s), "limit": limit,
+                "window": CLAIM_WINDOW * limit, "tries": tries, "busy_users": list(busy_users),
+            }).all()
+        return [Delivery(*row[:7], dead=row[7] is not None) for row in rows]
 
     def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
         """Record that these deliveries' tries were answered 2xx (any try: a late one
@@ -160,12 +235,13 @@ class OutboxStore:
                                            "now": now}).rowcount == 1
 
     def failed(
-        self, delivery: Delivery, *, payload: str, error: str, now: datetime,
-        retry_at: datetime | None,
+        self, delivery: Delivery, *, payload: str, error: str, began: datetime, took_ms: int,
+        now: datetime, retry_at: datetime | None,
     ) -> bool:
-        """Record a failed try, and the body it sent (kept from the first try on: every
-        retry sends those bytes): due again at `retry_at`, or abandoned when it is None.
-        Only the latest claim may: a try that outlived its lease changes nothing."""
+        """Record a failed try (when it began, how long it took, why): due again at
+        `retry_at`, or dead when it is None. Only the latest claim may: a try that
+        outlived its lease changes nothing. `payload` is kept only where the row had
+        none (owed by an earlier release): every retry sends the first try's bytes."""
         schedule = {"next_at": retry_at} if retry_at is not None else {"abandoned_at": now}
         with self._one_statement() as conn:
             return conn.execute(
@@ -173,7 +249,7 @@ class OutboxStore:
                 .where(deliveries.c.id == delivery.id,
                        deliveries.c.attempts == delivery.attempt, *_OWED)
                 .values(payload=func.coalesce(deliveries.c.payload, payload), last_error=error,
-                        **schedule)
+                        last_try_at=began, last_try_ms=took_ms, **schedule)
             ).rowcount == 1
 
     def of_agent(self, agent_id: uuid.UUID) -> list[dict[str, object]]:

@@ -3,9 +3,10 @@ written for PostgreSQL alone.
 
 Only these: an iteration's steps written under their guard in one statement,
 the steps of a worker's agents that arrive while another write is out in one
-statement and commit (store/group_commit.py), a status change with its steps and
-the webhook owed in one statement, and a create in one round trip. Everything else
-is the Repository's, on PostgreSQL as on SQLite (store/repository.py).
+statement and commit (store/group_commit.py), a status change with its steps in one
+statement (and, for an agent with a webhook_url, the delivery it owes in the same
+transaction, on the same cursor), and a create in one round trip. Everything else is
+the Repository's, on PostgreSQL as on SQLite (store/repository.py).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Cursor, HeldConnection
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import AgentRow
-from jarvis_agents.store.outbox import OWED_CTE
+from jarvis_agents.store.outbox import AGENT_AS_READ, OWE, owed
 from jarvis_agents.store.repository import Repository
-from jarvis_agents.store.rows import AGENT_READ, agent_values
+from jarvis_agents.store.rows import AGENT_READ, agent_from_row, agent_values
 
 agents = AgentRow.__table__
 # Columns whose values go to psycopg2 as JSON text (it cannot adapt a dict).
@@ -38,7 +39,7 @@ _JSON_COLUMNS = frozenset(c.name for c in agents.c if isinstance(c.type, JSON))
 # what the guard returned, so a refused write inserts nothing. The rows come as one
 # array per column, so the text is the same for any number of steps.
 _GUARDED_STEPS = """
-WITH owned AS ({guard}),{owed}
+WITH owned AS ({guard}),
 written AS (
     INSERT INTO agent_steps
         (agent_id, seq, step, type, tool, content, created_at, duration_ms, attempt,
@@ -70,7 +71,7 @@ SELECT count(*) FROM owned
 # against 1.0–1.1 with the lock alone, measured in turn on one machine). step_count is
 # read from the steps instead (models.STEP_COUNT_AS_READ), and the heartbeat thread
 # keeps heartbeat_at.
-_APPEND_STEPS = _GUARDED_STEPS.format(owed="", guard=(
+_APPEND_STEPS = _GUARDED_STEPS.format(guard=(
     "SELECT id FROM agents"
     " WHERE id = %(id)s AND (status, attempt) IS NOT DISTINCT FROM ('RUNNING', %(attempt)s)"
     " FOR SHARE"
@@ -155,29 +156,46 @@ class PostgresRepository(Repository):
         attempt: int | None, heartbeat_before: datetime | None, steps: Sequence[Step],
         owes: str | None,
     ) -> bool:
-        """One statement, one round trip, when there are steps or a delivery to write
-        with the change: the guard, the delivery (if the agent has a webhook_url,
-        store/outbox.py) and the steps, each only if the guard won."""
+        """One statement, one round trip, when there are steps to write with the change:
+        the guard, then the steps if it won. A change that owes a webhook is made so
+        only for an agent without a webhook_url (the guard says so); for one with a url
+        (or when the guard lost), on the same cursor, in `_owing`'s transaction."""
         if not (steps or owes):
             return super()._transition(agent_id, expected, values, attempt=attempt,
                                        heartbeat_before=heartbeat_before, steps=steps, owes=owes)
-        # Column names come from the table (an unknown one is a KeyError), values are bound.
-        sets = ", ".join(f"{agents.c[name].name} = %(set_{name})s" for name in values)
-        guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(expected)s"
-        if attempt is not None:
-            guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
-        if heartbeat_before is not None:
-            guard += " AND heartbeat_at < %(heartbeat_before)s"
-        guard += " RETURNING id, webhook_url" if owes else " RETURNING id"
-        params = {f"set_{name}": json.dumps(value) if name in _JSON_COLUMNS else value
-                  for name, value in values.items()}
-        params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
-                      heartbeat_before=heartbeat_before, delivery_id=uuid.uuid4(), event=owes)
-        sql = _GUARDED_STEPS.format(guard=guard, owed=OWED_CTE if owes else "")
+        guard = {"attempt": attempt, "heartbeat_before": heartbeat_before, "steps": steps}
         with self.connections.cursor() as cursor:
-            cursor.execute(sql, _step_params(params, steps))
+            sql, params = _guarded(agent_id, expected, values, **guard,
+                                   without_webhook=owes is not None)
+            cursor.execute(sql, params)
             (owned,) = cursor.fetchone()
-        return bool(owned == 1)
+            if owned == 1 or owes is None:
+                return bool(owned == 1)
+            return self._owing(cursor, _guarded(agent_id, expected, values, **guard),
+                               agent_id=agent_id, event=owes, now=values["updated_at"])
+
+    def _owing(
+        self, cursor: Cursor, guarded: tuple[str, dict[str, Any]], *, agent_id: uuid.UUID,
+        event: str, now: datetime,
+    ) -> bool:
+        """The guard and the steps, then the agent read back and the delivery it owes
+        with its body (store/outbox.py), in one transaction. Its statements run as plain
+        text, not prepared: a prepared statement that fails inside a transaction
+        (store/prepared.py) leaves nothing to fall back on."""
+        read, owe = AGENT_AS_READ.on(self.engine.dialect), OWE.on(self.engine.dialect)
+        sql, params = guarded
+        cursor.raw.execute("BEGIN; " + sql, params)  # one round trip
+        (owned,) = cursor.fetchone()
+        if owned != 1:
+            cursor.raw.execute("ROLLBACK")
+            return False
+        cursor.raw.execute(read.sql, read.parameters({"agent_id": agent_id}))
+        delivery = owed(agent_from_row(read.row(cursor.fetchone())), event, now=now)
+        if delivery is None:
+            cursor.raw.execute("COMMIT")
+        else:
+            cursor.raw.execute(owe.sql + "; COMMIT", owe.parameters(delivery))  # one round trip
+        return True
 
     def _append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
@@ -232,6 +250,30 @@ class PostgresRepository(Repository):
         """A cursor in autocommit on the step writer's own connection (HeldConnection)."""
         with self._writer.borrow() as pooled, self.connections.cursor_on(pooled) as cursor:
             yield cursor
+
+
+def _guarded(
+    agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
+    attempt: int | None, heartbeat_before: datetime | None, steps: Sequence[Step],
+    without_webhook: bool = False,
+) -> tuple[str, dict[str, Any]]:
+    """The guard and the steps in one statement (_GUARDED_STEPS), and its parameters;
+    `without_webhook`: the guard holds only for an agent that has no webhook_url."""
+    # Column names come from the table (an unknown one is a KeyError), values are bound.
+    sets = ", ".join(f"{agents.c[name].name} = %(set_{name})s" for name in values)
+    guard = f"UPDATE agents SET {sets} WHERE id = %(id)s AND status IS NOT DISTINCT FROM %(expected)s"
+    if attempt is not None:
+        guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
+    if heartbeat_before is not None:
+        guard += " AND heartbeat_at < %(heartbeat_before)s"
+    if without_webhook:
+        guard += " AND webhook_url IS NULL"
+    guard += " RETURNING id"
+    params = {f"set_{name}": json.dumps(value) if name in _JSON_COLUMNS else value
+              for name, value in values.items()}
+    params.update(id=agent_id, expected=expected.value, attempt=attempt or 0,
+                  heartbeat_before=heartbeat_before)
+    return _GUARDED_STEPS.format(guard=guard), _step_params(params, steps)
 
 
 def _step_params(params: dict[str, Any], steps: Sequence[Step]) -> dict[str, Any]:

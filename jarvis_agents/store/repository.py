@@ -52,7 +52,7 @@ from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
 from jarvis_agents.store.models import AgentRow, StepRow
-from jarvis_agents.store.outbox import EVENTS, OutboxStore, owe
+from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
 from jarvis_agents.store.rows import (
     AGENT_READ,
@@ -261,7 +261,8 @@ class Repository(Recovery):
         `heartbeat_before`, only while its heartbeat is older than that (a worker
         lost: not one alive, nor an attempt handed back, whose heartbeat is NULL).
         `steps` are written in the same transaction, only if the change won; so is the
-        webhook delivery a change to a terminal status owes an agent with a webhook_url.
+        webhook delivery a change to a terminal status or to WAITING owes an agent with a
+        webhook_url, with its body: the agent as it is after the change and its steps.
         """
         check_transition(expected, new)
         values = _transition_values(new, fields)
@@ -283,10 +284,10 @@ class Repository(Recovery):
         statement = update(agents).where(*condition).values(**values)
         with (self.engine.begin() if steps or owes else self._one_statement()) as conn:
             won = conn.execute(statement).rowcount == 1
-            if won and owes:
-                conn.execute(owe(agent_id, owes, values["updated_at"]))
             if won and steps:
                 conn.execute(insert(steps_table), step_values(agent_id, attempt or 0, steps))
+            if won and owes:  # after the steps: the body counts them
+                self.outbox.owe(conn, agent_id, owes, now=values["updated_at"])
         return won
 
     def resume(

@@ -4,6 +4,7 @@ the schedule, and each try against a real HTTP receiver (pinned, checked, capped
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 import threading
 import uuid
@@ -14,59 +15,29 @@ from typing import Any
 import pytest
 import trustme
 
-from jarvis_agents.config import Settings
+from jarvis_agents import approvals
 from jarvis_agents.events import MemoryEventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.lifecycle import AgentStatus, Step, StepType, StopReason, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.webhooks.addresses import IPAddress, check_webhook_url
 from jarvis_agents.webhooks.dispatcher import LEASE_S, RETRY_DELAYS_S, WebhookDispatcher
 from jarvis_agents.webhooks.sender import WebhookSender
 from tests.support.dispatchers import NoQueue
+from tests.support.webhook_outbox import (
+    Clock,
+    agent_with,
+    complete,
+    dispatcher,
+    owed,
+    running,
+    settings,
+)
 from tests.support.webhook_receiver import ENDLESS, WebhookReceiver
 
 pytestmark = pytest.mark.integration
 
-SECRET = "s3cret"
-
-
-class Clock:
-    """A clock the test moves: the schedule's minutes pass at once."""
-
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def settings(**env: str) -> Settings:
-    return Settings.from_env({"JARVIS_WEBHOOK_SECRET": SECRET, **env})
-
-
-def agent_with(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
-    user, _ = repository.users.create(f"u-{uuid.uuid4().hex[:8]}")
-    agent, _ = repository.create_agent(
-        Agent.new(user_id=user.id, goal="goal", model="m", max_steps=5, webhook_url=url))
-    return agent
-
-
-def running(repository: Repository, url: str | None = "http://127.0.0.1:9/hook") -> Agent:
-    claimed = repository.claim(agent_with(repository, url).id)
-    assert claimed is not None
-    return claimed
-
-
-def complete(repository: Repository, agent: Agent) -> bool:
-    """What the executor's completion writes: the FINAL row with the status, in one go."""
-    final = Step(1, 0, StepType.FINAL, "42", created_at=utcnow())
-    return repository.transition(
-        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=agent.attempt,
-        steps=[final], final_answer="42", stop_reason=StopReason.FINAL_ANSWER, step_count=1)
-
-
-def owed(repository: Repository, agent: Agent) -> list[dict[str, Any]]:
-    return repository.outbox.of_agent(agent.id)
+TRIES = 1 + len(RETRY_DELAYS_S)
 
 
 # --- what a status change owes --------------------------------------------------------------
@@ -104,6 +75,39 @@ def test_nothing_is_owed_without_a_url_a_won_change_or_an_end(repository: Reposi
     assert [d["event"] for d in owed(repository, agent)] == ["agent.completed"]
 
 
+def test_the_body_is_the_agent_json_as_it_ended(repository: Repository) -> None:
+    agent = running(repository)
+    assert complete(repository, agent)
+    ended = repository.get(agent.id)
+    assert ended is not None
+    (delivery,) = owed(repository, agent)
+    # Made with the change by the API's builder of the agent JSON (Agent.to_json).
+    assert json.loads(delivery["payload"]) == ended.to_json()
+    assert delivery["payload"] == json.dumps(ended.to_json(), separators=(",", ":"))
+    assert delivery["user_id"] == agent.user_id
+
+
+def test_an_agent_waiting_body_says_waiting_though_approved_before_it_is_sent(
+    repository: Repository, receiver: WebhookReceiver,
+) -> None:
+    agent = running(repository, receiver.url)
+    rows = [Step(1, 0, StepType.THINK, "multiply"),
+            Step(2, 0, StepType.ACT, "6*7", tool="calculate", call_id="call_1")]
+    assert approvals.wait(repository, agent, rows, rows[1]) is not None
+    as_it_waited = repository.get(agent.id)
+    assert as_it_waited is not None
+    approvals.answer(repository, as_it_waited, call_id="call_1", approve=True)
+    assert repository.get(agent.id).status is AgentStatus.PENDING  # type: ignore[union-attr]
+    assert dispatcher(repository, Clock()).send_due() == 1  # the first try, after the answer
+    (request,) = receiver.wait_for(1, timeout_s=5)
+    assert request.header("X-Jarvis-Event") == "agent.waiting"
+    body = json.loads(request.body)
+    assert body["status"] == "WAITING" and body["step_count"] == 1
+    assert body["waiting_for"]["call_id"] == "call_1" and body["waiting_for"]["tool"] == "calculate"
+    # All of it as it waited; its running time as it was then, not as it is now.
+    assert body == {**as_it_waited.to_json(), "duration_ms": body["duration_ms"]}
+
+
 # --- the claim --------------------------------------------------------------------------
 
 
@@ -112,33 +116,34 @@ def test_a_claim_takes_each_due_delivery_once_until_its_lease_ends(repository: R
     for agent in agents:
         assert complete(repository, agent)
     now = utcnow() + timedelta(seconds=1)
-    first = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=1)
-    second = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    first = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=1, tries=TRIES)
+    second = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert len(first) == len(second) == 1 and first[0].id != second[0].id
     assert {first[0].agent_id, second[0].agent_id} == {a.id for a in agents}
     assert first[0].attempt == second[0].attempt == 1
-    assert repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5) == []  # leased
+    assert repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES) == []  # leased
     later = now + timedelta(seconds=LEASE_S + 1)  # their worker died: due again
-    again = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    again = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert sorted(d.id for d in again) == sorted([first[0].id, second[0].id])
     assert {d.attempt for d in again} == {2}
     # The try that outlived its lease records nothing; the latest claim's try does.
     stale = first[0]
-    assert not repository.outbox.failed(stale, payload="{}", error="late", now=later,
-                                        retry_at=later)
+    assert not repository.outbox.failed(stale, payload="{}", error="late", began=now,
+                                        took_ms=1, now=later, retry_at=later)
     (latest,) = [d for d in again if d.id == stale.id]
-    assert repository.outbox.failed(latest, payload="{}", error="x", now=later, retry_at=later)
+    assert repository.outbox.failed(latest, payload="{}", error="x", began=later, took_ms=1,
+                                    now=later, retry_at=later)
 
 
 def test_a_released_claim_is_due_at_once_and_its_try_not_counted(repository: Repository) -> None:
     agent = running(repository)
     assert complete(repository, agent)
     now = utcnow() + timedelta(seconds=1)
-    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5)
+    (claimed,) = repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=5, tries=TRIES)
     later = now + timedelta(seconds=LEASE_S / 2 + 1)
     assert repository.outbox.release(claimed, now=later)
     assert not repository.outbox.release(claimed, now=later)  # no longer that claim's
-    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5)
+    (again,) = repository.outbox.claim_due(now=later, lease_s=LEASE_S, limit=5, tries=TRIES)
     assert again.id == claimed.id and again.attempt == 1
 
 
@@ -153,7 +158,7 @@ def test_concurrent_claims_never_take_a_delivery_twice(repository: Repository) -
 
     def claimer() -> None:
         start.wait()
-        while due := repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=3):
+        while due := repository.outbox.claim_due(now=now, lease_s=LEASE_S, limit=3, tries=TRIES):
             with lock:
                 taken.extend(d.agent_id for d in due)
 
@@ -174,19 +179,11 @@ def receiver() -> Iterator[WebhookReceiver]:
         yield server
 
 
-def dispatcher(repository: Repository, clock: Clock, **env: str) -> WebhookDispatcher:
-    found = WebhookDispatcher.from_settings(
-        repository, settings(JARVIS_WEBHOOK_ALLOW_PRIVATE="1", **env))
-    assert found is not None
-    found.clock = clock
-    return found
-
-
 @pytest.mark.parametrize(("env", "delays"), [
     ({}, RETRY_DELAYS_S),
     ({"JARVIS_WEBHOOK_RETRY_DELAYS": "1,2.5"}, (1, 2.5)),  # as the fault tests shorten it
 ], ids=["default", "shortened"])
-def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
+def test_a_failing_delivery_follows_its_schedule_then_is_dead(
     repository: Repository, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
     env: dict[str, str], delays: tuple[float, ...],
 ) -> None:
@@ -208,12 +205,12 @@ def test_a_failing_delivery_follows_its_schedule_then_is_abandoned(
             assert _aware(row["next_at"]) == clock.now + timedelta(seconds=delay)
             clock.now += timedelta(seconds=delay)
     clock.now += timedelta(days=1)
-    assert sending.send_due() == 0  # abandoned: never tried again
+    assert sending.send_due() == 0  # dead: never tried again
     tries = receiver.wait_for(1 + len(delays), timeout_s=5)
     assert len({t.header("webhook-id") for t in tries}) == 1
     assert len({t.body for t in tries}) == 1  # the same bytes every time
-    assert f"abandoned after {1 + len(delays)} tries" in caplog.text
-    assert outcomes == ["failed"] * len(delays) + ["abandoned"]
+    assert f"dead after {1 + len(delays)} tries" in caplog.text
+    assert outcomes == ["failed"] * len(delays) + ["dead"]
     assert repository.get(agent.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
 
 

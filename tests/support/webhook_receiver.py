@@ -1,7 +1,8 @@
 """A webhook receiver for tests: a real HTTP server that records every request and answers
 as scripted — a status code; "hang" (holds the request, answering nothing, until the
-test lets go or the receiver closes); or "endless" (a 200 that announces 100 MiB of
-body, sends 64 KiB of it, then holds the rest back the same way).
+test lets go or the receiver closes); "endless" (a 200 that announces 100 MiB of
+body, sends 64 KiB of it, then holds the rest back the same way); or "trickle" (a 200
+whose head comes one byte every `trickle_s`, so that no single read ever waits long).
 
     with WebhookReceiver(script=[500]) as receiver:   # the first try fails, then 200s
         ...
@@ -24,6 +25,8 @@ from typing import Any, Self
 
 HANG = "hang"
 ENDLESS = "endless"
+TRICKLE = "trickle"
+TRICKLED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,9 @@ class Received:
 
 class WebhookReceiver:
     def __init__(self, *, script: Iterable[int | str] = (), tls: ssl.SSLContext | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", trickle_s: float = 1.0) -> None:
         self.script = list(script)  # answers for the first requests, in order; then 200
+        self.trickle_s = trickle_s
         self.requests: list[Received] = []
         self.connections = 0
         self.release = threading.Event()  # lets every hanging request go (with a 200)
@@ -62,6 +66,16 @@ class WebhookReceiver:
                 if answer == HANG:
                     receiver.release.wait()
                     answer = 200
+                if answer == TRICKLE:
+                    self.close_connection = True
+                    for byte in TRICKLED_HEAD:
+                        if receiver.release.wait(receiver.trickle_s):
+                            return
+                        try:
+                            self.wfile.write(bytes([byte]))
+                        except OSError:  # the sender gave up
+                            return
+                    return
                 if answer == ENDLESS:
                     self.send_response(200)
                     self.send_header("Content-Length", str(100 * 2**20))

@@ -1,5 +1,5 @@
 """Webhooks without a network: which addresses pass, how URLs parse, how tries are signed,
-and the retry schedule."""
+the retry schedule, a try's deadline over a socket pair, and the senders' turns by user."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import socket
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,8 +26,10 @@ from jarvis_agents.webhooks.addresses import (
     parse_webhook_url,
     resolve_target,
 )
+from jarvis_agents.webhooks.deadlines import Deadlines
 from jarvis_agents.webhooks.dispatcher import RETRY_DELAYS_S, retry_at
 from jarvis_agents.webhooks.signing import Signer
+from jarvis_agents.webhooks.turns import Turns
 
 REFUSED = [
     "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.1.1", "100.127.255.254",
@@ -170,3 +174,62 @@ def test_the_retry_schedule_keeps_the_contract() -> None:
     assert tries >= 5 and when - now >= timedelta(minutes=5)  # ≥ 5 tries over ≥ 5 minutes
     assert tries == 1 + len(RETRY_DELAYS_S)
     assert at == sorted(at)
+
+
+# --- a whole try's deadline ---------------------------------------------------------------------
+
+
+def test_a_trickling_peer_is_cut_at_the_deadline_not_at_each_read() -> None:
+    ours, theirs = socket.socketpair()
+    deadlines = Deadlines()
+    trickling = threading.Event()
+
+    def trickle() -> None:  # a byte every 0.1 s: no single read waits long
+        while not trickling.wait(0.1):
+            try:
+                theirs.send(b"x")
+            except OSError:
+                return
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        ours.settimeout(5)
+        with deadlines.bounded(lambda: ours, 0.5) as watch:
+            while ours.recv(1):  # as long as it trickles; b"" once shut down
+                pass
+        assert watch.expired
+    finally:
+        trickling.set()
+        deadlines.close()
+        ours.close()
+        theirs.close()
+
+
+# --- senders in turns, by user ------------------------------------------------------------------
+
+
+def test_each_user_gets_at_most_its_share_of_tries_under_way() -> None:
+    turns: Turns[str, int] = Turns(per_user=2)
+    for number in range(4):
+        turns.put("many", number)
+    turns.put("one", 100)
+    assert turns.full() == ["many"]  # 2 or more waiting: claim no more of theirs for now
+    taken = [turns.take() for _ in range(3)]
+    assert taken == [("many", 0), ("one", 100), ("many", 1)]  # in turns, oldest first
+    assert turns.take() is None and not turns.startable()  # "many" has its 2 under way
+    assert turns.full() == ["many"] and len(turns) == 2
+    turns.done("many")
+    assert turns.startable() and turns.take() == ("many", 2)
+    assert turns.full() == [] and len(turns) == 1  # 1 waiting: claim more of theirs
+    turns.done("one")
+    assert turns.drain() == [3] and len(turns) == 0 and turns.take() is None
+
+
+def test_a_user_with_room_is_served_before_one_served_just_now() -> None:
+    turns: Turns[str, str] = Turns(per_user=4)
+    for item in ("a1", "a2", "a3"):
+        turns.put("a", item)
+    for item in ("b1", "b2"):
+        turns.put("b", item)
+    assert [turns.take() for _ in range(5)] == [
+        ("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2"), ("a", "a3")]
