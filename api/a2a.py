@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from a2a.server.jsonrpc_models import JSONParseError as JsonParseError
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
@@ -34,7 +35,7 @@ from a2a.utils.errors import (
     VersionNotSupportedError,
 )
 from flask import Blueprint, Response, jsonify, request
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from jsonrpc.jsonrpc2 import JSONRPC20Request
 
@@ -73,15 +74,13 @@ def rpc() -> Response:
         body = _body()
         request_id = _request_id(body)
         method, params = _envelope(body)
-        _check_version(method)
+        _check_version()
         model, handler = METHODS.get(method, (None, None))
         if model is None or handler is None:
             raise MethodNotFoundError(f"there is no method {method!r}; the agent card lists them")
-        try:
-            parsed = ParseDict(params, model(), ignore_unknown_fields=True)
-        except Exception as exc:  # noqa: BLE001 - protobuf's ParseError, or a bad type
-            raise InvalidParamsError(f"the params are not a {model.__name__}: {exc}") from None
-        return handler(request_id, parsed)
+        return handler(request_id, _parsed(params, model))
+    except JSONParseError as exc:  # the SDK's model of it: its A2AError has no JSON-RPC class
+        return answer(build_error_response(None, JsonParseError(message=str(exc))))
     except A2AError as exc:
         return answer(build_error_response(request_id, exc))
     except RateLimited as exc:  # more agents, or streams, at once than the user may have
@@ -126,13 +125,25 @@ def _envelope(body: Any) -> tuple[str, dict[str, Any]]:
     return method, params
 
 
-def _check_version(method: str) -> None:
-    """`A2A-Version` (header or query parameter) must be 1.x. Without one, a 1.0 method
-    name is served as 1.0 (the spec assumes 0.3, whose methods were `message/send` …;
-    README, A2A)."""
+def _parsed(params: dict[str, Any], model: type[ProtoMessage]) -> Any:
+    """The params as the method's request type. Unknown fields are left out (forward
+    compatibility, as the SDK's server does), but not an unknown enum value, which
+    protobuf would read as the enum's zero (a status filter of "any")."""
+    try:
+        return ParseDict(params, model())
+    except ParseError as exc:
+        if "enum" in str(exc):
+            raise InvalidParamsError(f"the params are not a {model.__name__}: {exc}") from None
+    try:
+        return ParseDict(params, model(), ignore_unknown_fields=True)
+    except (ParseError, TypeError, ValueError) as exc:
+        raise InvalidParamsError(f"the params are not a {model.__name__}: {exc}") from None
+
+
+def _check_version() -> None:
+    """`A2A-Version` (header or query parameter), when given, must be 1.x; a request
+    without one is served as 1.0 (README, A2A)."""
     asked = request.headers.get(VERSION_HEADER) or request.args.get(VERSION_HEADER)
-    if asked is None and "/" in method:
-        asked = "0.3"
     if asked is not None and asked.strip().split(".")[0] != VERSION.split(".")[0]:
         raise VersionNotSupportedError(
             f"A2A version {asked[:20]!r} is not supported; this server speaks {VERSION}")

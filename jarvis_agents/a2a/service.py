@@ -147,21 +147,25 @@ class A2ATasks:
         if request.status != TaskState.TASK_STATE_UNSPECIFIED:
             status = STATUSES.get(request.status)
             if status is None:  # REJECTED, AUTH_REQUIRED: no agent is ever in them
-                return ListTasksResponse(page_size=size)
+                return ListTasksResponse()
         after = None
         if request.HasField("status_timestamp_after"):
             after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
+        thread_id = parse_task_id(request.context_id) if request.context_id else None
+        if request.context_id and thread_id is None:
+            return ListTasksResponse()  # not a context of ours: none of its tasks are
         try:
             page = self.listing.page(
                 user_id, limit=size, token=request.page_token or None, status=status,
-                thread_id=self._thread(request.context_id), updated_after=after)
+                thread_id=thread_id, updated_after=after)
         except RequestError:
             raise InvalidParamsError("pageToken is not one this server gave: pass back "
                                      "nextPageToken unchanged") from None
         tasks = [self.task(agent, history_length=history) if history else task_of(agent)
                  for agent in page.agents]
-        return ListTasksResponse(tasks=tasks, next_page_token=page.next_token, page_size=size,
-                                 total_size=page.total)
+        # pageSize is the size of this page, as the TCK reads it (README, A2A).
+        return ListTasksResponse(tasks=tasks, next_page_token=page.next_token,
+                                 page_size=len(tasks), total_size=page.total)
 
     # --- CancelTask ---------------------------------------------------------------------
 
