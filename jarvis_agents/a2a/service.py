@@ -31,6 +31,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import MessageToDict
 
+from jarvis_agents.a2a.push import PushNotifications
 from jarvis_agents.a2a.tasks import STATUSES, parse_task_id, task_of
 from jarvis_agents.errors import Conflict, NotFound, RateLimited, RequestError
 from jarvis_agents.events import IDLE, Ended, Follower, Subscriber, Waiting
@@ -46,9 +47,11 @@ KEY_PREFIX = "a2a:"
 class A2ATasks:
     """Tasks as the JSON-RPC methods see them, for one server."""
 
-    def __init__(self, agents: AgentService, listing: TaskListing) -> None:
+    def __init__(self, agents: AgentService, listing: TaskListing,
+                 push: PushNotifications) -> None:
         self.agents = agents
         self.listing = listing
+        self.push = push
 
     # --- SendMessage --------------------------------------------------------------------
 
@@ -72,8 +75,18 @@ class A2ATasks:
         create = CreateRequest(goal=goal, assistant=assistant,
                                thread_id=self._thread(message.context_id))
         key = KEY_PREFIX + message.message_id if message.message_id else None
+        configuration = request.configuration
+        push = None
+        if configuration.HasField("task_push_notification_config"):
+            # Checked now, stored before a worker can take the task: no change is missed.
+            config = configuration.task_push_notification_config
+            self.push.checked(uuid.UUID(int=0), config)
+
+            def push(agent: Agent) -> None:
+                self.push.put(self.push.checked(agent.id, config))
         try:
-            agent, _ = self.agents.create(user_id, create, idempotency_key=key)
+            agent, _ = self.agents.create(user_id, create, idempotency_key=key,
+                                          before_enqueue=push)
         except RateLimited:
             raise  # the door says how long to wait
         except RequestError as exc:

@@ -9,6 +9,7 @@ where the agent has an `output_schema`).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -27,7 +28,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from google.protobuf import struct_pb2
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, utcnow
@@ -184,3 +185,9 @@ def parse_task_id(raw: str) -> uuid.UUID | None:
         return uuid.UUID(raw)
     except (ValueError, TypeError):
         return None
+
+
+def push_body(agent: Agent) -> str:
+    """A push notification's body: the agent's status as a StreamResponse (a status
+    update), compact JSON."""
+    return json.dumps(MessageToDict(status_event(agent)), separators=(",", ":"))
