@@ -27,7 +27,7 @@ _BLOCKING = ("it sends a SendMessage without returnImmediately, then polls GetTa
              "once the task has ended or is interrupted, so the task it polls has ended")
 _ENDED = ("it sends a SendMessage without returnImmediately, then a message to (or CancelTask "
           "of) the task and expects success; the 1.0 spec (3.2.2) makes that task ended by "
-          "then, and (3.1.2, 3.1.5) an ended task refuses further messages "
+          "then, and (3.1.1, 3.1.5) an ended task refuses further messages "
           "(UnsupportedOperationError) and cancelling (TaskNotCancelableError)")
 _CONTEXT = ("it makes up its own contextId (`pagination-test-…`); the 1.0 spec (3.4.1) lets "
             "an agent refuse contextIds it did not make, and we do: a context is a thread, "
