@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up demo-model test bench lint clean
+.PHONY: up demo-model test tck bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,27 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 
 test: $(VENV)/.installed
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The official A2A TCK's mandatory category against a real API and worker (README, A2A):
+# the TCK at a pinned commit, checked out outside the repository, with its own
+# virtualenv and its own requirements; tests/integration/test_a2a_tck.py runs it.
+# A2A_TCK_GIT is where the commit is fetched from (a git URL or a local clone).
+A2A_TCK_COMMIT := 410ba92e1b264df895e1fe6eccfe22db7aeaab06
+A2A_TCK_GIT ?= https://github.com/a2aproject/a2a-tck.git
+A2A_TCK_DIR ?= $(or $(TMPDIR),/tmp)/jarvis-a2a-tck-$(A2A_TCK_COMMIT)
+
+$(A2A_TCK_DIR)/.venv/.installed:
+	rm -rf $(A2A_TCK_DIR)
+	git init -q $(A2A_TCK_DIR)
+	git -C $(A2A_TCK_DIR) fetch -q --depth 1 $(A2A_TCK_GIT) $(A2A_TCK_COMMIT)
+	git -C $(A2A_TCK_DIR) checkout -q FETCH_HEAD
+	$(PYTHON) -m venv $(A2A_TCK_DIR)/.venv
+	$(A2A_TCK_DIR)/.venv/bin/pip install --quiet --upgrade pip
+	cd $(A2A_TCK_DIR) && .venv/bin/pip install --quiet -e .
+	touch $@
+
+tck: $(VENV)/.installed $(A2A_TCK_DIR)/.venv/.installed
+	A2A_TCK_DIR=$(A2A_TCK_DIR) $(BIN)/pytest tests/integration/test_a2a_tck.py -n0 -q
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench

@@ -30,6 +30,7 @@ def create_app(
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
     from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
+    from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
     from api.sse import DirectStreams
@@ -104,6 +105,7 @@ def create_app(
     auth.install(app, context.keys)
     for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
+    app.register_blueprint(a2a_bp)
     if traced:
         _instrument(app)
         closers.append(tracing.flush)

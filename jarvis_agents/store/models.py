@@ -305,6 +305,9 @@ class WebhookDeliveryRow(Base):
     last_try_ms: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Headers of its own its tries send besides the signed ones (JSON text): an A2A push
+    # notification's X-A2A-Notification-Token (README, A2A); NULL for an agent's webhook.
+    headers: Mapped[str | None] = mapped_column(Text)
     # Set when the delivery is dead: its last try failed (or its lease ran out), and it
     # is never tried again.
     abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -355,3 +358,19 @@ USAGE_AS_READ = {
 
 # Every agent column a read computes rather than takes from the row.
 AS_READ = {"step_count": STEP_COUNT_AS_READ, **USAGE_AS_READ}
+
+
+class A2APushConfigRow(Base):
+    """Where an A2A task's status changes are pushed (README, A2A): each change that owes
+    a webhook owes a delivery to each config of its agent, in the same transaction."""
+
+    __tablename__ = "a2a_push_configs"
+
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
+    id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    token: Mapped[str | None] = mapped_column(Text)
+    auth_scheme: Mapped[str | None] = mapped_column(String(64))
+    auth_credentials: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -47,6 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.store.a2a_push import CONFIGS_OF, owed_pushes
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.models import AgentRow, WebhookDeliveryRow
 from jarvis_agents.store.rows import AGENT_READ, agent_from_row
@@ -82,7 +83,8 @@ AGENT_AS_READ = Prebuilt(select(*AGENT_READ).where(agents.c.id == bindparam("age
 OWE = Prebuilt(insert(deliveries).values(
     id=bindparam("id", type_=Uuid()), agent_id=bindparam("agent_id", type_=Uuid()),
     user_id=bindparam("user_id", type_=Uuid()), event=bindparam("event", type_=String()),
-    url=bindparam("url", type_=Text()), payload=bindparam("payload", type_=Text()), attempts=0,
+    url=bindparam("url", type_=Text()), payload=bindparam("payload", type_=Text()),
+    headers=bindparam("headers", type_=Text()), attempts=0,
     next_at=bindparam("now", type_=DateTime(timezone=True)),
     created_at=bindparam("now", type_=DateTime(timezone=True)),
 ))
@@ -94,7 +96,16 @@ def owed(agent: Agent, event: str, *, now: datetime) -> dict[str, Any] | None:
     if agent.webhook_url is None:
         return None
     return {"id": uuid.uuid4(), "agent_id": agent.id, "user_id": agent.user_id, "event": event,
-            "url": agent.webhook_url, "payload": webhook_body(agent), "now": now}
+            "url": agent.webhook_url, "payload": webhook_body(agent), "headers": None,
+            "now": now}
+
+
+def owed_all(agent: Agent, event: str, push_configs: list[dict[str, Any]], *,
+             now: datetime) -> list[dict[str, Any]]:
+    """OWE's values of every delivery `event` owes: the agent's webhook, if it has a
+    webhook_url, and a push to each of its A2A push configs (store/a2a_push.py)."""
+    webhook = owed(agent, event, now=now)
+    return ([webhook] if webhook else []) + owed_pushes(agent, event, push_configs, now=now)
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,7 @@ class Delivery:
     payload: str | None  # the body; None only on a row owed by an earlier release
     attempt: int  # this try's number, from 1 (for a dead one: its last try's)
     dead: bool = False  # its last try's lease ran out: the claim marked it dead, not to try
+    headers: str | None = None  # its own headers, as JSON text (an A2A push's token)
 
 
 _OWED = (deliveries.c.delivered_at.is_(None), deliveries.c.abandoned_at.is_(None))
@@ -168,7 +180,7 @@ _CLAIM = (
     )
     .returning(deliveries.c.id, deliveries.c.agent_id, deliveries.c.user_id,
                deliveries.c.event, deliveries.c.url, deliveries.c.payload,
-               deliveries.c.attempts, deliveries.c.abandoned_at)
+               deliveries.c.attempts, deliveries.c.abandoned_at, deliveries.c.headers)
 )
 _DELIVERED = (
     update(deliveries)
@@ -195,14 +207,17 @@ class OutboxStore:
 
     def owe(self, conn: Connection, agent_id: uuid.UUID, event: str, *, now: datetime) -> bool:
         """In the transaction of the change that owes it (`conn`, after the change and its
-        steps): the delivery of `event`, due now, with the agent as it is now for its
-        body; nothing for an agent without a webhook_url. Whether one was owed."""
+        steps): the deliveries of `event`, due now, with the agent as it is now for their
+        bodies (owed_all); nothing for an agent without a webhook_url or push configs.
+        Whether one was owed."""
         row = conn.execute(AGENT_AS_READ.statement, {"agent_id": agent_id}).mappings().first()
-        values = owed(agent_from_row(row), event, now=now) if row is not None else None
-        if values is None:
+        if row is None:
             return False
-        conn.execute(OWE.statement, values)
-        return True
+        pushes = conn.execute(CONFIGS_OF.statement, {"agent_id": agent_id}).mappings().all()
+        values = owed_all(agent_from_row(row), event, [dict(p) for p in pushes], now=now)
+        for delivery in values:
+            conn.execute(OWE.statement, delivery)
+        return bool(values)
 
     def claim_due(
         self, *, now: datetime, lease_s: float, limit: int, tries: int,
@@ -216,7 +231,7 @@ class OutboxStore:
                 "now": now, "leased_until": now + timedelta(seconds=lease_s), "limit": limit,
                 "window": CLAIM_WINDOW * limit, "tries": tries, "busy_users": list(busy_users),
             }).all()
-        return [Delivery(*row[:7], dead=row[7] is not None) for row in rows]
+        return [Delivery(*row[:7], dead=row[7] is not None, headers=row[8]) for row in rows]
 
     def delivered(self, ids: Sequence[uuid.UUID], *, now: datetime) -> int:
         """Record that these deliveries' tries were answered 2xx (any try: a late one

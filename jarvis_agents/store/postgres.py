@@ -22,11 +22,12 @@ from sqlalchemy import JSON, Engine, bindparam, select
 from sqlalchemy.exc import DBAPIError
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.store.a2a_push import CONFIGS_OF, NO_CONFIGS_SQL
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Cursor, HeldConnection
 from jarvis_agents.store.group_commit import GroupCommit
 from jarvis_agents.store.models import AgentRow
-from jarvis_agents.store.outbox import AGENT_AS_READ, OWE, owed
+from jarvis_agents.store.outbox import AGENT_AS_READ, OWE, owed_all
 from jarvis_agents.store.repository import Repository
 from jarvis_agents.store.rows import AGENT_READ, agent_from_row, agent_values
 
@@ -190,11 +191,17 @@ class PostgresRepository(Repository):
             cursor.raw.execute("ROLLBACK")
             return False
         cursor.raw.execute(read.sql, read.parameters({"agent_id": agent_id}))
-        delivery = owed(agent_from_row(read.row(cursor.fetchone())), event, now=now)
-        if delivery is None:
-            cursor.raw.execute("COMMIT")
+        agent = agent_from_row(read.row(cursor.fetchone()))
+        pushes = CONFIGS_OF.on(self.engine.dialect)
+        cursor.raw.execute(pushes.sql, pushes.parameters({"agent_id": agent_id}))
+        rows = [pushes.row(raw) for raw in cursor.fetchall()]
+        deliveries = owed_all(agent, event, rows, now=now)
+        for delivery in deliveries[:-1]:
+            cursor.raw.execute(owe.sql, owe.parameters(delivery))
+        if deliveries:
+            cursor.raw.execute(owe.sql + "; COMMIT", owe.parameters(deliveries[-1]))  # one round trip
         else:
-            cursor.raw.execute(owe.sql + "; COMMIT", owe.parameters(delivery))  # one round trip
+            cursor.raw.execute("COMMIT")
         return True
 
     def _append_steps(
@@ -266,8 +273,8 @@ def _guarded(
         guard += " AND attempt IS NOT DISTINCT FROM %(attempt)s"
     if heartbeat_before is not None:
         guard += " AND heartbeat_at < %(heartbeat_before)s"
-    if without_webhook:
-        guard += " AND webhook_url IS NULL"
+    if without_webhook:  # and no A2A push config (store/a2a_push.py)
+        guard += f" AND webhook_url IS NULL AND {NO_CONFIGS_SQL}"
     guard += " RETURNING id"
     params = {f"set_{name}": json.dumps(value) if name in _JSON_COLUMNS else value
               for name, value in values.items()}

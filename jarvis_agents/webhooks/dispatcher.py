@@ -29,6 +29,7 @@ recorded at once, with its schedule).
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
 import threading
@@ -164,6 +165,8 @@ class WebhookDispatcher:
             delivery_id=delivery.id, event=delivery.event, agent_id=delivery.agent_id,
             body=body, now=began,
         )
+        if delivery.headers:  # an A2A push's token and credentials (store/a2a_push.py)
+            headers.update(json.loads(delivery.headers))
         outcome = self.sender.post(delivery.url, body, headers)
         if outcome.delivered:
             with self._lock:
