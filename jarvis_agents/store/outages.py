@@ -11,9 +11,9 @@ try again on their next round; they use the Repository itself.
 Every write here is safe to repeat: the attempt guard refuses it once the agent has
 moved on. One failure needs care: the connection may break after the server
 committed, before the reply came back. The repeat then meets its own work, a step's
-`seq` already taken (a unique violation) or the status already changed (the
-compare-and-set matches nothing), and reads the row back to tell its own write,
-recognised by exactly what it wrote, from someone else's.
+`seq` already taken under its attempt (refused as another run's would be) or the
+status already changed (the compare-and-set matches nothing), and reads the row back
+to tell its own write, recognised by exactly what it wrote, from someone else's.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
-
+from jarvis_agents.errors import StaleAttempt
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, utcnow
 from jarvis_agents.retry import database_outage_policy, is_database_outage
 from jarvis_agents.store.interface import AgentStore
@@ -90,7 +89,9 @@ class OutageTolerantStore:
         def append(retry: bool) -> None:
             try:
                 self.repository.append_steps(agent_id, attempt, steps, step_count=step_count)
-            except IntegrityError:
+            except StaleAttempt:
+                # Its steps' seq written already under its attempt: on a retry, maybe by
+                # its own earlier try, whose commit came before the connection broke.
                 if not (retry and self._written(agent_id, steps)):
                     raise
 

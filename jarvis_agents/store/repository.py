@@ -337,9 +337,25 @@ class Repository(Recovery):
         RUNNING under this attempt, and it holds the row lock until commit.
         `step_count` is the agent's count with these steps, which the guard, an
         UPDATE, stores (PostgreSQL's only locks the row: see store/postgres.py).
+        A first step whose `seq` this attempt has written already refuses it too:
+        another run of the attempt wrote it first (a claim a crash took back: `claim`).
         """
-        if not self._append_steps(agent_id, attempt, steps, step_count=step_count):
+        try:
+            owned = self._append_steps(agent_id, attempt, steps, step_count=step_count)
+        except IntegrityError as exc:
+            if not (steps and self._written_under(agent_id, steps[0].seq, attempt)):
+                raise  # a bad row, or an earlier attempt's seq: a bug, not a race
+            raise StaleAttempt(f"agent {agent_id}: step {steps[0].seq} was written by another "
+                               f"run of attempt {attempt}") from exc
+        if not owned:
             raise StaleAttempt(f"agent {agent_id} is no longer RUNNING under attempt {attempt}")
+
+    def _written_under(self, agent_id: uuid.UUID, seq: int, attempt: int) -> bool:
+        """Whether the agent's step `seq` is stored, written under `attempt`."""
+        with self.engine.connect() as conn:
+            written = conn.execute(select(steps_table.c.attempt).where(
+                steps_table.c.agent_id == agent_id, steps_table.c.seq == seq)).scalar()
+        return written == attempt
 
     def _append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int

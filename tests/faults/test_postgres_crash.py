@@ -134,6 +134,11 @@ def test_a_postgres_crash_loses_no_agent_and_runs_none_twice(
             # Planned once per turn; the first turn again after a lost claim only.
             assert asked(fake_ollama.requests, agent) == Counter(
                 {0: 2 if agent in lost else 1, 1: 1, 2: 1, 3: 1, 4: 1})
+        # The runs the crash cut off stopped as stale attempts, refused by their first
+        # step's seq: nothing taken for a bug of ours in the worker's log.
+        output = worker.output()
+        assert "stopped: " in output and "internal error" not in output, output[-3000:]
+        assert "raised unexpected" not in output, output[-3000:]
 
 
 def assert_every_run_beats(system: System, agents: list[Agent]) -> None:

@@ -24,8 +24,8 @@ from jarvis_agents.service import CreateRequest
 from tests.conftest import Process, private_redis
 from tests.faults.conftest import System, running_system, system_env, wait_until
 from tests.faults.own_servers import OwnRedis, own_postgres
-from tests.faults.test_approval_faults import SearchServer
 from tests.faults.test_worker_death import assert_clean_history
+from tests.support.search_server import SearchServer
 from tests.support.webhook_receiver import HANG, WebhookReceiver
 
 # Four tool iterations (THINK, ACT, OBSERVE each) and an answer (THINK, FINAL).
@@ -146,11 +146,10 @@ def test_a_blocking_tool_call_across_a_restart_runs_once(
     """Every agent's search is under way (its ACT written) when the server stops; the
     searches answer while it is down, so that each OBSERVE meets the outage."""
     fake_ollama.responder = fake_ollama.by_turn(SEARCH)
-    search = SearchServer()
-    search.open.clear()
-    env = {**restart_env(outage.database_url, outage.redis_url, fake_ollama.url),
-           "JARVIS_SEARCH_BACKEND": "duckduckgo", "JARVIS_DUCKDUCKGO_URL": search.url}
-    try:
+    with SearchServer() as search:
+        search.open.clear()
+        env = {**restart_env(outage.database_url, outage.redis_url, fake_ollama.url),
+               "JARVIS_SEARCH_BACKEND": "duckduckgo", "JARVIS_DUCKDUCKGO_URL": search.url}
         with running_system(env) as system:
             worker = start_worker(system.env)
             agents = [system.create(f"restart {n}: look it up") for n in range(AGENTS)]
@@ -167,8 +166,6 @@ def test_a_blocking_tool_call_across_a_restart_runs_once(
                            if s.type is StepType.OBSERVE]
                 assert len(observe) == 1 and "42 is the answer" in observe[0].content
             assert len(search.queries) == AGENTS, search.queries  # no search made twice
-    finally:
-        search.close()
 
 
 def test_a_webhook_under_way_across_a_postgres_restart_is_delivered_once(

@@ -18,11 +18,12 @@ pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]
 
 
-class InFlight:
-    """A responder that takes `seconds` per reply and counts the replies in flight."""
+class Held:
+    """A responder that holds every reply until `open` is set, and counts the replies in
+    flight."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self) -> None:
+        self.open = threading.Event()
         self.now = self.most = self.calls = 0
         self._lock = threading.Lock()
 
@@ -31,15 +32,18 @@ class InFlight:
             self.now += 1
             self.calls += 1
             self.most = max(self.most, self.now)
-        time.sleep(self.seconds)
+        self.open.wait(60)
         with self._lock:
             self.now -= 1
         return "THOUGHT: done\nFINAL_ANSWER: 42"
 
 
 def test_a_cap_of_2_holds_across_3_worker_processes(api_env, start_api, start_worker):
-    counting = InFlight(0.4)
-    with FakeOllama(responder=counting, models=["capped", "free"]) as server:
+    import redis
+
+    held = Held()
+    with FakeOllama(responder=held, models=["capped", "free"]) as server, \
+            redis.Redis.from_url(api_env["REDIS_URL"]) as client:
         env = {**api_env, "OLLAMA_HOST": server.url, "JARVIS_MODEL_CONCURRENCY": "capped=2"}
         # 4 threads each for 12 agents created at once: every process runs some of them.
         workers = [start_worker(env, concurrency=4, wait=False) for _ in range(3)]
@@ -49,28 +53,35 @@ def test_a_cap_of_2_holds_across_3_worker_processes(api_env, start_api, start_wo
             ids = [http.post("/api/v1/agents", json={"goal": f"g{i}", "model": "capped"}).json()["id"]
                    for i in range(12)]
 
+            def count(name: str) -> float | None:
+                return scrape(http).get(f'jarvis_{name}{{model="capped"}}')
+
+            # Two calls at the model, held there; the ten others wait their turn.
+            wait_until(lambda: held.now == 2 and client.zcard("jarvis:slots:capped:queue") == 10,
+                       timeout_s=60, interval_s=0.2)
+            waiting_since = time.monotonic()
+            # A call's wait is reported as it starts: the two under way, and no other.
+            wait_until(lambda: count("model_wait_seconds_count") == 2, timeout_s=30, interval_s=0.5)
+            held_s = time.monotonic() - waiting_since
+            held.open.set()
+
             def ended() -> list[dict[str, Any]] | None:
                 agents = [http.get(f"/api/v1/agents/{i}").json() for i in ids]
                 return agents if all(a["status"] not in ("PENDING", "RUNNING") for a in agents) else None
 
             agents = wait_until(ended, timeout_s=60, interval_s=0.3)
             assert {a["status"] for a in agents} == {"COMPLETED"}  # waiting never fails a call
-            assert counting.calls == 12
-            assert counting.most == 2  # never above the cap, and the cap was used
+            assert held.calls == 12
+            assert held.most == 2  # never above the cap, and the cap was used
             assert all("running agent" in worker.output() for worker in workers)
 
             # The waits are their own figure, reported by the API for all three workers.
-            def waited() -> dict[str, float] | None:
-                # A call's wait is counted as it starts, its time as it ends: a flush may
-                # come between the two.
-                found = scrape(http)
-                counts = [found.get(f'jarvis_{name}_seconds_count{{model="capped"}}')
-                          for name in ("model_wait", "planning")]
-                return found if counts == [12, 12] else None
-
-            samples = wait_until(waited, timeout_s=30, interval_s=0.5)
-        # 12 calls of 0.4 s, two at a time: most of them waited, some for seconds.
-        assert samples['jarvis_model_wait_seconds_sum{model="capped"}'] > 2.0
+            # A call's wait is counted as it starts, its time as it ends: a flush may
+            # come between the two.
+            wait_until(lambda: [count("model_wait_seconds_count"), count("planning_seconds_count")]
+                       == [12, 12], timeout_s=30, interval_s=0.5)
+            # Each of the ten waited, at least, while the test held the two in flight.
+            assert count("model_wait_seconds_sum") >= 10 * held_s  # type: ignore[operator]
 
 
 def test_metrics_report_what_the_workers_did(api_env, start_api, start_worker, fake_ollama):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,10 +111,9 @@ def test_a_holder_that_dies_frees_its_slot_when_its_lease_expires(processes, red
     log: list[str] = []
     done = threading.Event()
     done.set()
-    began = time.monotonic()
-    hold(processes(), done, log, "next").join(10)
+    # The dead holder never gives the slot back: only its lease (1 s) running out frees it.
+    hold(processes(), done, log, "next").join(30)
     assert log == ["start next", "end next"]
-    assert time.monotonic() - began < 5  # the dead process's lease: 1 s
 
 
 def test_a_cancellation_wakes_a_waiting_call_and_gives_its_turn_back(processes, redis_url):
@@ -197,30 +195,28 @@ def script_calls(redis_url: str) -> int:
 
 
 def test_calls_under_a_cap_that_does_not_bind_reuse_the_process_s_slots(processes, redis_url):
-    slots = processes(cap=100)
+    # The process's own looks an hour apart: any script call here is one a call made.
+    slots = processes(cap=100, poll_s=3600.0)
     with slots.slot("m", should_stop=lambda: False):
         pass
     before = script_calls(redis_url)
-    began = time.monotonic()
     for _ in range(200):
         with slots.slot("m", should_stop=lambda: False):
             pass
-    rounds = (time.monotonic() - began) / slots.poll_s + 2  # the process's own looks
-    # no round trip per call: the slot stays this process's, and counted in Redis
-    assert script_calls(redis_url) - before <= rounds < 200
+    # No round trip per call: the slot stays this process's, and counted in Redis. (The
+    # first call's end wakes the process for a look or two of its own.)
+    assert script_calls(redis_url) - before <= 2
     assert holders(redis_url) == 1
 
 
 def test_an_idle_slot_goes_back_as_soon_as_another_process_waits(processes, redis_url):
-    a, b = processes(idle_s=60.0), processes(idle_s=60.0)
+    # Unused slots kept for an hour: only a's looks at the queue can give b the slot.
+    a, b = processes(idle_s=3600.0), processes(idle_s=3600.0)
     with a.slot("m", should_stop=lambda: False):
         pass
     assert holders(redis_url) == 1  # kept by a: the cap of 1 is taken
-    began = time.monotonic()
-    with b.slot("m", should_stop=lambda: False) as waited:
+    with b.slot("m", should_stop=lambda: False):
         assert holders(redis_url) == 1  # b's, never both
-        assert waited < 1.0  # a gave it back within its next look, not after idle_s
-    assert time.monotonic() - began < 1.0
     # While b's slot is kept, a's next call waits its turn and gets b's slot back.
     log: list[str] = []
     done = threading.Event()

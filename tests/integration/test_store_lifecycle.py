@@ -94,10 +94,24 @@ def test_a_step_cannot_be_written_twice(repository: Repository) -> None:
     user, _ = repository.users.create("jack")
     agent = running(repository, user.id)
     repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(IntegrityError):  # a new seq, but iteration 0's THINK again: a bug
         repository.append_steps(agent.id, 1, [Step(2, 0, StepType.THINK, "again")], step_count=1)
-    with pytest.raises(IntegrityError):
+    # A seq its attempt wrote already: another run of the attempt (a claim a crash took
+    # back, made again) got there first, so this run is the stale one.
+    with pytest.raises(StaleAttempt, match="step 1 was written by another run of attempt 1"):
         repository.append_steps(agent.id, 1, [Step(1, 1, StepType.THINK, "same seq")], step_count=2)
+    assert [s.content for s in repository.steps_after(agent.id)] == ["a"]
+
+
+def test_a_seq_an_earlier_attempt_wrote_is_still_an_error(repository: Repository) -> None:
+    user, _ = repository.users.create("jill")
+    agent = running(repository, user.id)
+    repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "a")], step_count=1)
+    taken = repository.take_over(agent.id, attempt=1, stale_before=utcnow() + timedelta(seconds=1))
+    assert taken is not None and taken.attempt == 2
+    # A take-over reads the steps before it goes on: one that writes over them is a bug.
+    with pytest.raises(IntegrityError):
+        repository.append_steps(agent.id, 2, [Step(1, 1, StepType.THINK, "over it")], step_count=2)
     assert [s.content for s in repository.steps_after(agent.id)] == ["a"]
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import OperationalError
 
+from jarvis_agents.errors import StaleAttempt
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, utcnow
 from jarvis_agents.store.outages import OutageTolerantStore
 from jarvis_agents.store.repository import Repository
@@ -70,7 +71,7 @@ def test_a_step_that_is_not_its_own_is_still_refused(
 ) -> None:
     repository.append_steps(agent.id, 1, [think(1, 0, "theirs")], step_count=1)
     flaky(repository, "append_steps", failures=1, after_commit=False)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(StaleAttempt):  # its seq taken under its attempt, by another run
         store.append_steps(agent.id, 1, [think(1, 1, "mine")], step_count=2)
     assert [s.content for s in repository.steps_after(agent.id)] == ["theirs"]
 

@@ -6,8 +6,9 @@
 KIND is one of:
 - `calc`: add(a, b), echo(text), noop(), fail() (an error result), big() (long output);
 - `crashy`: echo(text), and explode(), which kills the server in the middle of the call;
-- `slow`: sleep(seconds), which answers after that long; a cancelled call writes
-  `cancelled` to the file $MCP_MARKER, so a test can see the request was cancelled;
+- `slow`: sleep(seconds), which answers after that long; it writes `started` to the
+  file $MCP_MARKER as it begins and `cancelled` when its call is cancelled, so a test
+  can see the call under way and the request cancelled;
 - `changing`: ping(), and grow(), which adds the tool `extra` and says the list changed;
 - `ledger`: record(text), which appends the text and the idempotency key the call's `_meta`
   carried, as a JSON line, to the file $MCP_RECORD, then answers once the file $MCP_HOLD
@@ -82,10 +83,12 @@ def slow() -> MCPServer:
     @server.tool()
     async def sleep(seconds: float) -> str:
         """Answer after `seconds`."""
+        marker = os.environ.get("MCP_MARKER")
+        if marker:
+            Path(marker).write_text("started")
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
-            marker = os.environ.get("MCP_MARKER")
             if marker:
                 Path(marker).write_text("cancelled")
             raise

@@ -25,8 +25,3 @@ def ask(
         ChatRequest(CONVERSATION, model=name, stop=stop), deadline=time.monotonic() + timeout_s,
         should_stop=should_stop,
     ).content
-
-
-def flips_after(seconds: float) -> Callable[[], bool]:
-    at = time.monotonic() + seconds
-    return lambda: time.monotonic() >= at

@@ -14,6 +14,7 @@ from jarvis_agents.llm.base import ChatMessage, ChatModel, ChatRequest
 from jarvis_agents.llm.scripted import ScriptedChatModel, ScriptExhausted, by_turn
 
 USER = ChatMessage("user", "What is 2+2?")
+HOUR = 3600.0  # a delay nothing sits out: only a cancel or the deadline ends it in time
 
 
 def ask(
@@ -90,22 +91,18 @@ def test_by_turn_serves_concurrent_agents_from_one_script() -> None:
     assert model.call_count == 100
 
 
-def test_cancellation_interrupts_the_delay_within_100_ms() -> None:
-    model = ScriptedChatModel(["never seen"], delay_s=5.0)
+def test_cancellation_interrupts_the_delay() -> None:
+    model = ScriptedChatModel(["never seen"], delay_s=HOUR)
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
-    started = time.monotonic()
-    with pytest.raises(Cancelled):
-        ask(model, should_stop=cancel)
-    assert 0.2 <= time.monotonic() - started < 0.3
+    with pytest.raises(Cancelled):  # an hour's delay in an hour's step: only the cancel ends it
+        ask(model, timeout_s=HOUR, should_stop=cancel)
 
 
 def test_the_deadline_interrupts_the_delay_with_step_timeout() -> None:
-    model = ScriptedChatModel(["never seen"], delay_s=5.0)
-    started = time.monotonic()
-    with pytest.raises(StepTimeout, match="step timeout"):
+    model = ScriptedChatModel(["never seen"], delay_s=HOUR)
+    with pytest.raises(StepTimeout, match=r"step timeout \(0.2 s\)"):
         ask(model, timeout_s=0.2)
-    assert 0.2 <= time.monotonic() - started < 0.3
 
 
 def test_an_already_cancelled_agent_gets_no_reply() -> None:
@@ -117,9 +114,8 @@ def test_an_already_cancelled_agent_gets_no_reply() -> None:
 
 
 def test_a_delay_may_be_drawn_per_call() -> None:
-    delays = iter([0.0, 0.15])
+    delays = iter([0.0, HOUR])
     model = ScriptedChatModel(["fast", "slow"], delay_s=lambda: next(delays))
     assert ask(model) == "fast"
-    started = time.monotonic()
-    assert ask(model) == "slow"
-    assert time.monotonic() - started >= 0.15
+    with pytest.raises(StepTimeout):  # its own delay, an hour, outlasts its step
+        ask(model, timeout_s=0.2)

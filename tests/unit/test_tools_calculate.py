@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from jarvis_agents.tools.base import ToolContext
 from jarvis_agents.tools.builtin.calculate import CalculateTool, evaluate, format_number
 from jarvis_agents.tools.http import make_http_client
 
-# Every answer, refusals included, comes back at once (well under 1 ms here); a hostile
-# input computed instead of refused takes seconds to forever. The bound sits between,
-# with room for a CI machine that stalls for a moment: at 100 ms it failed once so.
-FAST_S = 1.0
+# A hostile input computed instead of refused takes seconds to forever: each refusal
+# below is made before computing (its message says from what), and one computed runs
+# into pytest's per-test timeout. How fast refusals come is bench/cut_latency.py's.
 
 
 @pytest.mark.parametrize(
@@ -128,10 +126,8 @@ def test_readable_errors(expression: str, message: str) -> None:
     ],
 )
 def test_only_arithmetic_is_allowed(expression: str, what: str) -> None:
-    started = time.perf_counter()
     with pytest.raises(ToolError) as caught:
         evaluate(expression)
-    assert time.perf_counter() - started < FAST_S
     assert what in str(caught.value)
 
 
@@ -148,12 +144,9 @@ def test_only_arithmetic_is_allowed(expression: str, what: str) -> None:
         ("-" * 450 + "1", "too complex"),
     ],
 )
-def test_hostile_inputs_are_refused_quickly(expression: str, message: str) -> None:
-    started = time.perf_counter()
+def test_hostile_inputs_are_refused_before_they_are_computed(expression: str, message: str) -> None:
     with pytest.raises(ToolError) as caught:
         evaluate(expression)
-    elapsed = time.perf_counter() - started
-    assert elapsed < FAST_S, f"{expression[:30]!r} took {elapsed:.3f} s"
     assert message in str(caught.value)
 
 
@@ -194,12 +187,10 @@ def test_integer_arithmetic_matches_python(a: int, b: int) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="0123456789+-*/%^().,e ×÷_abcdefghijklmnopqrstuvwxyz'[]=<>", max_size=80))
-def test_any_text_gives_a_number_or_a_tool_error_quickly(text: str) -> None:
-    started = time.perf_counter()
+def test_any_text_gives_a_number_or_a_tool_error(text: str) -> None:
     try:
         result = evaluate(text)
     except ToolError as exc:
         assert str(exc)
     else:
         assert result
-    assert time.perf_counter() - started < FAST_S

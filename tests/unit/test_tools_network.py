@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +71,9 @@ FORECAST = {
         "wind_speed_10m": 14.2,
     },
 }
+
+
+HOUR = 3600.0  # an answer held this long comes only when the test ends (FakeServer.release)
 
 
 @dataclass
@@ -263,11 +265,10 @@ def test_weather_unreachable(
 def test_weather_slow_server_times_out(
     server: FakeServer, settings: Settings, make_context: Callable[[Settings], ToolContext]
 ) -> None:
-    server.routes["/v1/search"] = Route({"results": [LONDON]}, delay_s=10)
+    # An hour's wait for the answer: only the tool's timeout ends the call in time.
+    server.routes["/v1/search"] = Route({"results": [LONDON]}, delay_s=HOUR)
     context = make_context(settings.with_overrides(tool_timeout_s=0.3))
-    started = time.perf_counter()
     message = weather_error(context)
-    assert time.perf_counter() - started < 1.5
     assert message == "The weather service (Open-Meteo) did not answer in time; try again later."
 
 
@@ -359,12 +360,10 @@ def test_search_unreachable_and_slow(
     dead = make_context(settings.with_overrides(searxng_url=unused_port_url()))
     with pytest.raises(ToolError, match=r"could not be reached \(ConnectError\)"):
         SearchTool().run("cats", context=dead)
-    server.routes["/searx/search"] = Route({"results": []}, delay_s=10)
+    server.routes["/searx/search"] = Route({"results": []}, delay_s=HOUR)
     slow = make_context(settings.with_overrides(tool_timeout_s=0.3))
-    started = time.perf_counter()
     with pytest.raises(ToolError, match="did not answer in time"):
         SearchTool().run("cats", context=slow)
-    assert time.perf_counter() - started < 1.5
 
 
 DDG_ANSWER = {
