@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import ConfigError, DependencyUnavailable
 from jarvis_agents.events import RedisEventBus
+from jarvis_agents.redaction import redacted_url
 from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
@@ -62,7 +63,8 @@ def check_dependencies(settings: Settings) -> None:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise DependencyUnavailable(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+        where = redacted_url(settings.redis_url or "")  # a command's error lands in logs
+        raise DependencyUnavailable(f"cannot reach Redis at {where}: {exc}") from None
     finally:
         client.close()
 

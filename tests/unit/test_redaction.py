@@ -33,3 +33,27 @@ def test_what_anyone_may_read_keeps_no_url_credential_or_query(text: str, shown:
 ])
 def test_a_repr_keeps_where_but_not_the_password_or_the_query(url: str, shown: str) -> None:
     assert redacted_url(url) == shown
+
+
+def test_an_unreachable_redis_is_named_without_its_password(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    import pytest
+
+    from jarvis_agents.components import check_dependencies
+    from jarvis_agents.config import Settings
+    from jarvis_agents.errors import DependencyUnavailable
+    from jarvis_agents.store.database import upgrade
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings.from_env({
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}",
+        "REDIS_URL": f"redis://:s3cret@127.0.0.1:{port}/0",
+    })
+    upgrade(settings.database_url)
+    with pytest.raises(DependencyUnavailable) as refused:
+        check_dependencies(settings)
+    assert "s3cret" not in str(refused.value)
+    assert f"redis://:***@127.0.0.1:{port}/0" in str(refused.value)
