@@ -136,7 +136,8 @@ def test_a_repr_hides_every_secret_and_keeps_the_rest(tmp_path: Path) -> None:
     mcp.write_text(json.dumps({"mcpServers": {
         "remote": {"url": "https://mcp.example.com/mcp?token=mcp-s3cret",
                    "headers": {"Authorization": "Bearer header-s3cret"}},
-        "local": {"command": "srv", "env": {"API_TOKEN": "env-s3cret"}},
+        "local": {"command": "srv", "args": ["--token", "arg-s3cret"],
+                  "env": {"API_TOKEN": "env-s3cret"}},
     }}))
     settings = Settings.from_env({
         "DATABASE_URL": "postgresql://root:db-s3cret@db:5432/jarvis",

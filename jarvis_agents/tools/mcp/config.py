@@ -39,7 +39,8 @@ class McpServerConfig:
 
     name: str
     command: str | None = None
-    args: tuple[str, ...] = ()
+    # Never in a repr, as env and headers: a server's arguments may carry a token.
+    args: tuple[str, ...] = field(default=(), repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
