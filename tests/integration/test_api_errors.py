@@ -70,6 +70,27 @@ def test_protected_routes_need_a_valid_key(api: Api, method, path, authorization
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_every_documented_operation_but_the_public_ones_needs_a_key(api: Api):
+    """Read from the OpenAPI document, so that an endpoint added later is covered too."""
+    with api.client() as http:
+        document = http.get("/api/v1/openapi.json").json()
+        refused = []
+        for path, operations in document["paths"].items():
+            if path in PUBLIC:
+                continue
+            concrete = re.sub(r"\{[^}]+\}", SOME_ID, path)
+            for method in operations:
+                if method not in {"get", "post", "put", "patch", "delete"}:
+                    continue
+                response = http.request(method.upper(), concrete, json={"goal": "x"})
+                if response.status_code != 401:
+                    refused.append(f"{method.upper()} {path}: {response.status_code}")
+                else:
+                    assert_error(response, 401, "unauthorized")
+    assert not refused, f"answered without a key: {refused}"
+    assert any(path.startswith("/api/v1/assistants") for path in document["paths"])
+
+
 @pytest.mark.parametrize("path", PUBLIC)
 def test_operator_endpoints_need_no_key(api: Api, path):
     with api.client() as http:
