@@ -266,9 +266,15 @@ class Repository(Recovery):
         """
         check_transition(expected, new)
         values = _transition_values(new, fields)
-        return self._transition(agent_id, expected, values, attempt=attempt,
-                                heartbeat_before=heartbeat_before, steps=steps,
-                                owes=EVENTS.get(new))
+        try:
+            return self._transition(agent_id, expected, values, attempt=attempt,
+                                    heartbeat_before=heartbeat_before, steps=steps,
+                                    owes=EVENTS.get(new))
+        except IntegrityError:
+            # Its rows' seq written by another run of the attempt: that run won (append_steps).
+            if steps and attempt is not None and self._written_under(agent_id, steps[0].seq, attempt):
+                return False
+            raise
 
     def _transition(
         self, agent_id: uuid.UUID, expected: AgentStatus, values: dict[str, Any], *,
@@ -311,15 +317,12 @@ class Repository(Recovery):
         caller knows it already; such an agent takes it in the claim (what would
         otherwise be a write of its own, `set_mode`, per agent).
         `now` becomes its started_at (if first), heartbeat_at and updated_at. The
-        commit does not wait for the WAL to reach the disk (0.7 ms of the claim's
-        1.4, and a third of its server CPU, on PostgreSQL on our hardware). That loses
-        nothing: the WAL is written in order, so the attempt's first durable write
-        (its first steps) makes the claim durable too; and if the server crashes
-        before that, the agent is PENDING again with nothing of the attempt kept, and
-        the sweeper queues it again. It is claimed again under the same attempt
-        number, so the guard may let the cut-off run's writes through: whichever of
-        the two runs writes a step second is refused by the step's unique `seq`
-        (the runner keeps the two runs apart, jarvis_agents/runner.py).
+        commit does not wait for the WAL to reach the disk (BENCHMARKS.md says what that
+        saves), which loses nothing: the WAL is written in order, so the attempt's first
+        durable write makes the claim durable too; a crash before it leaves the agent
+        PENDING, and the sweeper queues it again. Claimed again under the same attempt,
+        its two runs are told apart by the steps' unique `seq`: the second to write one
+        has lost (append_steps, transition; the runner keeps the runs apart).
         """
         known = list((modes or {}).items())[:CLAIM_MODES_MAX]
         params: dict[str, Any] = {"id": agent_id, "task_id": task_id, "now": now or utcnow()}

@@ -103,6 +103,25 @@ def test_a_step_cannot_be_written_twice(repository: Repository) -> None:
     assert [s.content for s in repository.steps_after(agent.id)] == ["a"]
 
 
+def test_an_end_whose_step_another_run_of_the_attempt_wrote_loses(repository: Repository) -> None:
+    """Two runs of one attempt (a claim a crash took back, made again): the one whose
+    end finds its rows' seq written by the other has lost the race, as a compare-and-set
+    that matched no row has; it is no bug, and the agent is left to the other run."""
+    user, _ = repository.users.create("jo")
+    agent = running(repository, user.id)
+    repository.append_steps(agent.id, 1, [Step(1, 0, StepType.THINK, "the other run")],
+                            step_count=1)
+    won = repository.transition(
+        agent.id, AgentStatus.RUNNING, AgentStatus.COMPLETED, attempt=1,
+        steps=[Step(1, 0, StepType.FINAL, "this run's answer")], final_answer="this run's answer",
+        stop_reason=StopReason.FINAL_ANSWER, step_count=1, completed_at=utcnow(),
+    )
+    assert won is False
+    current = repository.get(agent.id)
+    assert current is not None and current.status is AgentStatus.RUNNING
+    assert [s.content for s in repository.steps_after(agent.id)] == ["the other run"]
+
+
 def test_a_seq_an_earlier_attempt_wrote_is_still_an_error(repository: Repository) -> None:
     user, _ = repository.users.create("jill")
     agent = running(repository, user.id)
