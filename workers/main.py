@@ -44,7 +44,9 @@ def run_worker(
     from jarvis_agents.components import check_dependencies
 
     check_dependencies(settings)
-    args = [sys.executable, "-m", "workers.main", f"--loglevel={loglevel}"]
+    # -P: the child imports the package its parent runs, never a `workers/` folder that
+    # happens to be in the current directory (a checkout beside an installed copy).
+    args = [sys.executable, "-P", "-m", "workers.main", f"--loglevel={loglevel}"]
     if concurrency is not None:
         args.append(f"--concurrency={concurrency}")
     if models is not None:
