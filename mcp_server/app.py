@@ -114,7 +114,8 @@ class Handlers:
             await ctx.session.report_progress(value, None, message)
 
         try:
-            agent = await self.calls.run(user_id, request, progress=progress)
+            agent = await self.calls.run(user_id, request,
+                                         progress=progress if _wants_progress(ctx) else None)
         except NotFound as exc:
             if exc.code == "assistant_not_found":
                 raise _unknown_tool(params.name) from None
@@ -122,6 +123,12 @@ class Handlers:
         except JarvisError as exc:  # refused (a busy thread, too many agents), or Redis away
             return error_result(str(exc))
         return result_of(agent, protocol_version=ctx.protocol_version)
+
+
+def _wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request carries a progress token (its params as they came)."""
+    meta = (ctx.params or {}).get("_meta")
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
 def _user(ctx: ServerRequestContext[Any, Any]) -> Any:

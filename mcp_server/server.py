@@ -8,6 +8,7 @@ event hub in a thread of its own (mcp_server/calls.py), not on a worker slot.
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from jarvis_agents.components import check_dependencies, check_port
+from jarvis_agents.components import check_dependencies, check_port, freeze_start_up_objects
 from jarvis_agents.config import Settings
 from jarvis_agents.logs import configure_logging
 
@@ -38,14 +39,15 @@ def serve(settings: Settings, *, host: str, port: int) -> None:
 
     components = build(settings)
     config = uvicorn.Config(
-        create_app(settings, components=components), lifespan="on", log_config=None,
+        create_app(settings, components=components), host=host, port=port, lifespan="on",
+        log_config=None,
         access_log=False, timeout_graceful_shutdown=GRACEFUL_S, timeout_keep_alive=5,
         backlog=2048, server_header=False,
     )
     display_host = f"[{host}]" if ":" in host else host
     server = McpServer(config, url=f"http://{display_host}:{port}/mcp",
                        on_exit=components.hub.close)
-    server.run(sockets=[_listen(host, port)])
+    server.run()
 
 
 class McpServer(uvicorn.Server):
@@ -59,22 +61,18 @@ class McpServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
+            freeze_start_up_objects()  # as the API does: no full collection walks them
             print(f"MCP server listening on {self.url}", flush=True)  # tests wait for it
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets=sockets)
+        gc.unfreeze()  # see freeze_start_up_objects
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         # Calls in flight would otherwise hold the stop until they are cut, and a cut
         # call cancels its agent: ended now, each answers that the server is stopping.
         threading.Thread(target=self.on_exit, name="jarvis-mcp-stop", daemon=True).start()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock
 
 
 if __name__ == "__main__":  # pragma: no cover
