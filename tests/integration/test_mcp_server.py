@@ -199,20 +199,35 @@ def test_a_cancelled_call_cancels_its_agent(stack: Any, mcp_url: str, mode: str)
     assert agent["stop_reason"] == "cancelled"
 
 
-def test_a_request_dropped_by_the_client_cancels_its_agent(stack: Any, mcp_url: str) -> None:
-    """The connection closed under a running call (the client went away), without a word."""
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-06-18"])
+def test_a_request_dropped_by_the_client_cancels_its_agent(
+        stack: Any, mcp_url: str, era: str) -> None:
+    """The connection closed under a running call (the client went away), without a word;
+    in a handshake session (2025-06-18) as in a single exchange (2026-07-28)."""
     stack.fake.responder = stack.fake.by_turn(CALC)
     stack.fake.latency_s = 30.0
     key = stack.api.user()
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "agent", "arguments": {"goal": "What is 1234 * 902?"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}}
-    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": "2026-07-28",
-               "Accept": "application/json, text/event-stream", "Mcp-Method": "tools/call",
-               "Mcp-Name": "agent"}
-    with httpx.Client(timeout=30) as http, http.stream("POST", mcp_url, json=body, headers=headers):
-        wait_until(lambda: [a for a in agents_of(stack, key) if a["status"] == "RUNNING"])
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": era}
+    params: dict[str, Any] = {"name": "agent", "arguments": {"goal": "What is 1234 * 902?"}}
+    with httpx.Client(timeout=30) as http:
+        if era == "2026-07-28":
+            params["_meta"] = {"io.modelcontextprotocol/protocolVersion": era,
+                               "io.modelcontextprotocol/clientCapabilities": {}}
+            headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "agent"}
+        else:
+            opened = http.post(mcp_url, headers=headers, json={
+                "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": era, "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}})
+            assert opened.status_code == 200, opened.text
+            headers["Mcp-Session-Id"] = opened.headers["Mcp-Session-Id"]
+            http.post(mcp_url, headers=headers, json={
+                "jsonrpc": "2.0", "method": "notifications/initialized"}).raise_for_status()
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        with http.stream("POST", mcp_url, json=body, headers=headers) as response:
+            assert response.status_code == 200
+            wait_until(lambda: [a for a in agents_of(stack, key) if a["status"] == "RUNNING"])
     [agent] = wait_until(lambda: [a for a in agents_of(stack, key) if a["status"] == "CANCELLED"],
                          timeout_s=20)
     assert agent["stop_reason"] == "cancelled"
