@@ -4,7 +4,7 @@
   REST's create + `GET /agents/{id}?wait=`;
 - at 200 concurrent callers, agents/s through MCP at least 0.8× REST's.
 
-    python -m bench.mcp_door [--runs 3] [--calls 100] [--callers 200] [--per-caller 5]
+    python -m bench.mcp_door [--runs 3] [--calls 100] [--callers 200] [--per-caller 10]
 
 It starts the stack (`bench.stack`: PostgreSQL, a private Redis, the API), two worker
 processes on an instant model, and `jarvis-agents mcp`; the callers are client processes
@@ -131,11 +131,15 @@ def client_process(kind: str, url: str, key: str, callers: int, per_caller: int,
                     group.start_soon(caller)
 
         anyio.run(callers_of_mcp)
-    return {"done": done, "errors": errors[:5], "error_count": len(errors)}
+    return {"done": done, "errors": errors[:5], "error_count": len(errors),
+            "cpu_s": time.process_time()}
 
 
-def concurrently(kind: str, url: str, key: str, callers: int, per_caller: int) -> dict[str, Any]:
-    """`callers` callers across CLIENT_PROCESSES processes, started together: agents/s."""
+def concurrently(kind: str, url: str, key: str, callers: int, per_caller: int,
+                 server: Process) -> dict[str, Any]:
+    """`callers` callers across CLIENT_PROCESSES processes, started together: agents/s, and
+    the CPU per agent of the door's server process and of the clients."""
+    server_cpu = server.cpu_s()
     start_at = time.time() + 8.0  # every process imported and connected by then
     procs = [subprocess.Popen(
         [sys.executable, "-m", "bench.mcp_door", "--client", kind, "--url", url, "--key", key,
@@ -149,7 +153,9 @@ def concurrently(kind: str, url: str, key: str, callers: int, per_caller: int) -
         examples = [e for r in results for e in r["errors"]][:3]
         print(f"bench.mcp_door: {kind}: {failed} calls failed, e.g. {examples}", file=sys.stderr)
     return {"agents": len(done), "failed": failed, "seconds": done[-1] - start_at,
-            "agents_per_s": len(done) / (done[-1] - start_at)}
+            "agents_per_s": len(done) / (done[-1] - start_at),
+            "server_cpu_ms_per_agent": (server.cpu_s() - server_cpu) * 1000 / len(done),
+            "client_cpu_ms_per_agent": sum(r["cpu_s"] for r in results) * 1000 / len(done)}
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -176,14 +182,18 @@ def measure(runs: int, calls: int, callers: int, per_caller: int) -> dict[str, A
                 busy, began = machine_busy_s(), time.monotonic()
                 rest_one = one_at_a_time_rest(stack.api_url, key, calls)
                 mcp_one = anyio.run(one_at_a_time_mcp, url, key, calls)
-                rest_many = concurrently("rest", stack.api_url, key, callers, per_caller)
-                mcp_many = concurrently("mcp", url, key, callers, per_caller)
+                assert stack.api is not None
+                rest_many = concurrently("rest", stack.api_url, key, callers, per_caller, stack.api)
+                mcp_many = concurrently("mcp", url, key, callers, per_caller, mcp)
                 figures["runs"].append({
                     "rest_p50_ms": statistics.median(rest_one) * 1000,
                     "mcp_p50_ms": statistics.median(mcp_one) * 1000,
                     "rest_agents_per_s": rest_many["agents_per_s"],
                     "mcp_agents_per_s": mcp_many["agents_per_s"],
                     "failed": {"rest": rest_many["failed"], "mcp": mcp_many["failed"]},
+                    **{f"{side}_{what}_cpu_ms_per_agent": many[f"{what}_cpu_ms_per_agent"]
+                       for side, many in (("rest", rest_many), ("mcp", mcp_many))
+                       for what in ("server", "client")},
                     "machine_busy_cores": (machine_busy_s() - busy) / (time.monotonic() - began),
                 })
         finally:
@@ -217,6 +227,10 @@ def markdown(figures: dict[str, Any]) -> str:
          f"{'met' if many >= CONCURRENT_BOUND else '**missed**'} |"),
         "",
         f"Calls that failed (not counted): {[r['failed'] for r in runs]}.",
+        (f"CPU per agent at {CALLERS} callers, the door's process (the API; the MCP server) "
+         f"{median('rest_server_cpu_ms_per_agent'):.2f} vs {median('mcp_server_cpu_ms_per_agent'):.2f}"
+         f" ms, the callers' processes {median('rest_client_cpu_ms_per_agent'):.2f} vs "
+         f"{median('mcp_client_cpu_ms_per_agent'):.2f} ms."),
         (f"Machine: {os.cpu_count()} cores; load average before the run {load}; all cores busy "
          f"{each('machine_busy_cores', '{:.2f}')} cores on average during each run (the stack, "
          "the clients, and whatever else ran on the machine)."),
@@ -228,7 +242,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=100, help="one-at-a-time calls per side")
     parser.add_argument("--callers", type=int, default=CALLERS)
-    parser.add_argument("--per-caller", type=int, default=5)
+    parser.add_argument("--per-caller", type=int, default=10,
+                        help="calls each caller makes back to back (an MCP host keeps its session)")
     parser.add_argument("--client", choices=["rest", "mcp"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
