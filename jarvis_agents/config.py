@@ -67,6 +67,8 @@ class Settings:
     max_active_per_user: int = 20
     max_streams_per_user: int = 100
     port: int = 8000
+    # JARVIS_MCP_PORT: the MCP server's (`jarvis-agents mcp`); None: the API's port + 1.
+    mcp_port: int | None = None
     model_retries: int = 3
     max_reply_tokens: int = DEFAULT_MAX_REPLY_TOKENS
     max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS
@@ -155,6 +157,7 @@ class Settings:
             max_active_per_user=_int(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
             max_streams_per_user=_int(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
             port=_int(env, "PORT", 8000, low=1, high=65535),
+            mcp_port=_int(env, "JARVIS_MCP_PORT", 0, low=1, high=65535) or None,
             model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
             max_reply_tokens=_int(env, "JARVIS_MAX_REPLY_TOKENS", DEFAULT_MAX_REPLY_TOKENS,
                                   low=1, high=1_000_000),
@@ -205,6 +208,11 @@ class Settings:
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields replaced (tests, command-line flags)."""
         return replace(self, **changes)
+
+    @property
+    def mcp_server_port(self) -> int:
+        """Where `jarvis-agents mcp` listens: JARVIS_MCP_PORT, else the API's port + 1."""
+        return self.mcp_port or (self.port + 1 if self.port < 65535 else self.port - 1)
 
     def require_redis_url(self) -> str:
         """REDIS_URL, or a ConfigError saying how to provide one."""

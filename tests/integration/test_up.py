@@ -64,6 +64,14 @@ def test_up_runs_an_agent_end_to_end_and_stops_cleanly(tmp_path: Path, fake_olla
         assert run.returncode == 0, run.stdout + run.stderr
         assert "calculate" in run.stdout and "1113068" in run.stdout
         assert "COMPLETED" in run.stdout and "Traceback" not in run.stderr
+        # The MCP server beside it: the example finds its URL and the key by itself.
+        assert f"MCP server (your assistants as tools): http://127.0.0.1:{port + 1}/mcp" in output
+        example = subprocess.run(
+            [sys.executable, "examples/mcp_client.py", "What is 1234 * 902?"],
+            env=env, cwd=ROOT, check=False, capture_output=True, text=True, timeout=60)
+        assert example.returncode == 0, example.stdout + example.stderr
+        assert example.stdout.startswith("your assistants: agent\n"), example.stdout
+        assert "iteration 1: calling calculate" in example.stdout and "1113068" in example.stdout
         assert processes_with(str(data_dir))  # sanity: the children are found
     finally:
         os.kill(up.proc.pid, signal.SIGINT)
@@ -81,13 +89,14 @@ def says_only_what_a_user_needs(output: str, port: int, data_dir: Path) -> str:
     assert lines[0] == f"jarvis-agents is running: dashboard and API at http://127.0.0.1:{port}/", output
     key = re.fullmatch(rf"API key \(saved to {re.escape(str(data_dir))}/api_key\): (jrv_\S+)", lines[1])
     assert key is not None, output
-    for noise in ("celery@", "[config]", "Warning", "INFO", "API listening"):
+    for noise in ("celery@", "[config]", "Warning", "INFO", "API listening", "MCP server listening"):
         assert noise not in output, f"{noise!r} in what `up` printed:\n{output}"
     logs = data_dir / "logs"
     assert f"logs:     {logs}" in lines
     worker_log = (logs / "worker.log").read_text()
     assert "celery@" in worker_log and "ready." in worker_log
     assert "API listening on" in (logs / "api.log").read_text()
+    assert "MCP server listening on" in (logs / "mcp.log").read_text()
     return key.group(1)
 
 

@@ -49,7 +49,7 @@ from tests.support.fake_replies import FakeToolCall, Turn
 # Building and installing take a minute or two on a loaded machine (the registry's pages).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-PACKAGES = ("jarvis_agents", "workers", "api")
+PACKAGES = ("jarvis_agents", "workers", "api", "mcp_server")
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # the test virtualenv's: `make clean` empties it
 TOOL_MODEL, TEXT_MODEL = "tool-model", "text-model"  # the second lacks the tools capability
 NATIVE = [
@@ -177,7 +177,8 @@ def test_the_installed_package_runs_agents_and_serves_its_pages(
 ) -> None:
     place = tmp_path / "elsewhere"  # not the checkout: `python -m` would import from it
     place.mkdir()
-    where = "import api, jarvis_agents, workers as w; print(api.__file__, jarvis_agents.__file__, w.__file__)"
+    where = ("import api, jarvis_agents, mcp_server as m, workers as w; "
+             "print(api.__file__, jarvis_agents.__file__, m.__file__, w.__file__)")
     imported = run([installed.bin / "python", "-c", where], doing="importing the packages", cwd=place)
     assert all(path.startswith(str(installed.venv)) for path in imported.split()), imported
     jarvis = str(installed.bin / "jarvis-agents")

@@ -40,6 +40,12 @@ def test_values_are_read() -> None:
         "qwen2.5", 7, 2.5, 9000)
 
 
+def test_the_mcp_server_listens_next_to_the_api_unless_told_where() -> None:
+    assert Settings.from_env({}).mcp_server_port == 8001
+    assert Settings.from_env({"PORT": "9000"}).mcp_server_port == 9001
+    assert Settings.from_env({"PORT": "9000", "JARVIS_MCP_PORT": "7000"}).mcp_server_port == 7000
+
+
 def test_the_openai_compatible_server_is_read() -> None:
     assert (Settings.from_env({}).provider, Settings.from_env({}).openai_base_url) == ("ollama", None)
     settings = Settings.from_env({"JARVIS_PROVIDER": "OpenAI", "OPENAI_API_KEY": "sk-x",
@@ -81,6 +87,8 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_MAX_STREAMS_PER_USER", "many"),
         ("JARVIS_WORKER_CONCURRENCY", "0"),
         ("PORT", "70000"),
+        ("JARVIS_MCP_PORT", "0"),
+        ("JARVIS_MCP_PORT", "mcp"),
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
         ("JARVIS_PROVIDER", "anthropic"),
         ("OPENAI_BASE_URL", "localhost:8000/v1"),

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from tests.conftest import ROOT, cli_env
 from tests.support.dockerfile import dockerfile_instructions
 
-JARVIS_SERVICES = ("migrate", "api", "worker")
+JARVIS_SERVICES = ("migrate", "api", "mcp", "worker")
 DATABASE_URL = "postgresql+psycopg2://jarvis:jarvis@postgres:5432/jarvis"
 
 
@@ -50,6 +50,7 @@ def test_compose_has_every_service_with_its_health_check(compose: dict[str, Any]
     assert services["ollama"]["image"].startswith("ollama/ollama")
     assert healthcheck(services["ollama"]) == "ollama list"
     assert "/healthz" in healthcheck(services["api"]) or "/readyz" in healthcheck(services["api"])
+    assert "8001/healthz" in healthcheck(services["mcp"])
     # Run against a live worker: tests/integration/test_worker_probes.py.
     assert services["worker"]["healthcheck"]["test"] == ["CMD", "jarvis-agents", "ping-worker"]
 
@@ -71,6 +72,12 @@ def test_compose_one_shots_and_start_order(compose: dict[str, Any]) -> None:
     assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert api["depends_on"]["redis"]["condition"] == "service_healthy"
     assert any(str(port).endswith(":8000") for port in api["ports"])
+
+    mcp = services["mcp"]
+    assert mcp["command"] == ["jarvis-agents", "mcp", "--host", "0.0.0.0"]
+    assert mcp["environment"]["JARVIS_MCP_PORT"] == "8001"
+    assert any(str(port).endswith(":8001") for port in mcp["ports"])
+    assert mcp["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
     worker = services["worker"]
     assert worker["command"] == ["jarvis-agents", "worker"]
@@ -219,10 +226,11 @@ def procfile() -> dict[str, list[str]]:
     return entries
 
 
-def test_procfile_runs_migrations_the_web_server_and_a_worker() -> None:
+def test_procfile_runs_migrations_the_web_server_the_mcp_server_and_a_worker() -> None:
     assert procfile() == {
         "release": ["jarvis-agents", "db", "upgrade"],
         "web": ["gunicorn", "-c", "python:api.gunicorn_conf", "api.wsgi:app"],
+        "mcp": ["jarvis-agents", "mcp", "--host", "0.0.0.0"],
         "worker": ["jarvis-agents", "worker"],
     }
 
@@ -249,7 +257,7 @@ def test_requirements_txt_installs_every_dependency_then_the_package() -> None:
     assert {project_name(line) for line in lines[:-1]} == dependency_names()
 
 
-@pytest.mark.parametrize("args", [["db", "upgrade"], ["worker"]])
+@pytest.mark.parametrize("args", [["db", "upgrade"], ["mcp"], ["worker"]])
 def test_the_procfile_commands_exist(args: list[str]) -> None:
     result = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", *args, "--help"],
                             check=False, env=cli_env(), capture_output=True, text=True, timeout=60)

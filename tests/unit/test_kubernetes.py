@@ -23,6 +23,7 @@ import yaml
 from api.health import CHECK_TIMEOUT_S
 from api.server import options as gunicorn_options
 from jarvis_agents.config import Settings
+from mcp_server.server import GRACEFUL_S as MCP_GRACEFUL_S
 from tests.conftest import ROOT
 from tests.support.kustomize import containers, pod_spec, render
 
@@ -179,6 +180,22 @@ def check_api(objects: list[Obj]) -> None:
     assert service["spec"]["ports"][0]["targetPort"] in {"http", port}
 
 
+def check_mcp(objects: list[Obj]) -> None:
+    (mcp,) = component(objects, "Deployment", "mcp")
+    server = container(mcp)
+    assert server["command"] == procfile("mcp")
+    port = next(p for p in server["ports"] if p["name"] == "http")["containerPort"]
+    assert Settings.from_env(environment(server, objects)).mcp_server_port == port
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert server[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    # The Service stops sending calls (preStop), then the server ends the rest.
+    pre_stop = int(server["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert pod_spec(mcp)["terminationGracePeriodSeconds"] >= pre_stop + MCP_GRACEFUL_S + 5
+    (service,) = component(objects, "Service", "mcp")
+    assert service["spec"]["selector"].items() <= mcp["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["ports"][0]["targetPort"] in {"http", port}
+
+
 def check_workers(objects: list[Obj]) -> None:
     workers = component(objects, "Deployment", "worker")
     models = [worker_models(w) for w in workers]
@@ -265,6 +282,12 @@ def test_the_api_serves_on_its_port_with_both_probes(rendered: tuple[str, list[O
     check_api(rendered[1])
 
 
+def test_the_mcp_server_serves_on_its_port_and_stops_within_its_grace(
+    rendered: tuple[str, list[Obj]],
+) -> None:
+    check_mcp(rendered[1])
+
+
 def test_workers_one_default_and_one_per_model_stop_within_their_grace(
     rendered: tuple[str, list[Obj]],
 ) -> None:
@@ -332,6 +355,10 @@ def api(objects: list[Obj]) -> Obj:
     return next(o for o in objects if o["metadata"]["name"] == "jarvis-agents-api")
 
 
+def mcp(objects: list[Obj]) -> Obj:
+    return next(o for o in objects if o["metadata"]["name"] == "jarvis-agents-mcp")
+
+
 def model_worker(objects: list[Obj]) -> Obj:
     return next(o for o in objects if o["metadata"]["name"] == "jarvis-agents-worker-llama3-2")
 
@@ -348,6 +375,10 @@ BREAKAGES: dict[str, tuple[Callable[[list[Obj]], object], Callable[[list[Obj]], 
     "a readiness probe on a missing path": (
         lambda o: container(api(o))["readinessProbe"]["httpGet"].update(path="/ready"), check_api),
     "no liveness probe": (lambda o: container(api(o)).pop("livenessProbe"), check_api),
+    "an MCP server on another port than it listens on": (
+        lambda o: container(mcp(o))["ports"][0].update(containerPort=8000), check_mcp),
+    "an MCP server killed before its calls end": (
+        lambda o: pod_spec(mcp(o)).update(terminationGracePeriodSeconds=10), check_mcp),
     "a model worker without --models": (
         lambda o: container(model_worker(o)).update(command=["jarvis-agents", "worker"]),
         check_workers),

@@ -2,8 +2,9 @@
 
 Importing every core module, in a fresh interpreter, loads neither the web (Flask,
 Werkzeug, gevent), nor the queue (Celery, kombu), nor the outer layer
-(`jarvis_agents.cli`, `api`, `workers`); and no core module imports one anywhere, not
-even inside a function.
+(`jarvis_agents.cli`, `api`, `workers`, `mcp_server`); and no core module imports one
+anywhere, not even inside a function. The MCP door, an asyncio process, loads neither
+the API nor what it runs on.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import sys
 import jarvis_agents
 from tests.conftest import ROOT
 
-DOORS = ("flask", "werkzeug", "gevent", "celery", "kombu", "api", "workers", "jarvis_agents.cli")
+DOORS = ("flask", "werkzeug", "gevent", "celery", "kombu", "api", "workers", "mcp_server",
+         "jarvis_agents.cli")
 # Alembic's env.py runs a migration when imported; the CLI is the outer layer itself.
 NOT_CORE = ("jarvis_agents.cli", "jarvis_agents.store.migrations")
 
@@ -82,6 +84,14 @@ def test_no_core_module_imports_a_door_even_inside_a_function() -> None:
 def test_the_check_sees_a_door_when_one_is_loaded() -> None:
     # The same check on the CLI, which does load click's doors: the test above can fail.
     assert "jarvis_agents.cli" in doors_in(loaded_after_importing(["jarvis_agents.cli"]))
+
+
+def test_the_mcp_door_loads_neither_the_api_nor_gevent() -> None:
+    """`mcp_server` → `jarvis_agents`, as `api` and `workers`: it never reaches into the API,
+    nor loads Flask or gevent, whose patching an asyncio server cannot share a process with."""
+    loaded = loaded_after_importing(["mcp_server.app", "mcp_server.server", "mcp_server.wiring"])
+    assert "mcp_server.app" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in {"api", "flask", "werkzeug", "gevent"}) == []
 
 
 def test_the_event_room_reads_no_database_and_the_web_stream_no_store() -> None:

@@ -1,0 +1,31 @@
+"""`python -m bench.mcp_door`, run small: both sides complete every call and the report
+names both targets. Correctness only: nothing here looks at how fast anything was."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PG_ADMIN_URL, ROOT, cli_env, missing
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(300)
+def test_the_mcp_bench_compares_both_doors_and_reports_its_targets(pg_server_url: str) -> None:
+    if shutil.which("redis-server") is None:
+        missing("redis-server", "the bench starts a Redis of its own")
+    env = cli_env(JARVIS_BENCH_PG=PG_ADMIN_URL, PATH=os.environ.get("PATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.mcp_door", "--runs", "1", "--calls", "3", "--callers", "8",
+         "--per-caller", "1"],
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = done.stdout
+    assert "| MCP `tools/call`, one at a time, ≤ 1.3× REST create + `?wait=` (p50) |" in report
+    assert "concurrent callers: MCP agents/s ≥ 0.8× REST's |" in report
+    assert "load average before the run" in report
