@@ -27,6 +27,9 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/agents/{agent_id}/approval"), ("post", "/api/v1/agents/{agent_id}/fork"),
     ("get", "/api/v1/events"), ("get", "/api/v1/tools"), ("get", "/api/v1/openapi.json"),
     ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
+    ("post", "/api/v1/assistants"), ("get", "/api/v1/assistants"),
+    ("get", "/api/v1/assistants/{assistant}"), ("patch", "/api/v1/assistants/{assistant}"),
+    ("delete", "/api/v1/assistants/{assistant}"), ("get", "/api/v1/assistants/{assistant}/versions"),
 }
 
 
@@ -253,7 +256,7 @@ def test_the_openapi_document_covers_the_contract(shared_api):
     assert document["openapi"].startswith("3.1")
     operations = {
         (method, path) for path, item in document["paths"].items() for method in item
-        if method in {"get", "post", "delete"}
+        if method in {"get", "post", "patch", "delete"}
     }
     assert operations == CONTRACT_OPERATIONS
     assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"

@@ -66,7 +66,9 @@ def test_a_model_without_a_worker_waits_named_in_readyz_until_one_appears(
         start_worker(api_env, concurrency=5)
         later = http.post("/api/v1/agents", json={"goal": "g", "model": "model-e"}).json()["id"]
         wait_until(lambda: finished(http, [waiting, later]), timeout_s=30, interval_s=0.3)
-        assert not [w for w in http.get("/readyz").json()["warnings"] if "no live worker" in w]
+        # /readyz keeps its report a few seconds (api.health.READY_FRESH_S): the warning goes then.
+        wait_until(lambda: not [w for w in http.get("/readyz").json()["warnings"]
+                                if "no live worker" in w], timeout_s=15, interval_s=0.3)
 
 
 def test_a_model_no_longer_in_use_leaves_no_queue_consumer_or_series(

@@ -238,8 +238,10 @@ def test_procfile_runs_migrations_the_web_server_the_mcp_server_and_a_worker() -
 def test_the_committed_requirements_txt_is_what_make_writes() -> None:
     """Buildpacks install requirements.txt for the Procfile; only pyproject.toml says what
     is in it: the file is what its Makefile recipe (deploy/requirements.py) prints now."""
+    # Under `make test` the parent make's MAKEFLAGS would add "Entering directory" lines.
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
     dry_run = subprocess.run(["make", "--always-make", "--dry-run", "requirements.txt"], cwd=ROOT,
-                             check=True, capture_output=True, text=True, timeout=30)
+                             check=True, capture_output=True, text=True, timeout=30, env=env)
     (recipe,) = dry_run.stdout.splitlines()
     command, _, target = recipe.partition(">")
     _python, *args = shlex.split(command)
