@@ -39,6 +39,7 @@ def list_agents() -> Response:
     agents, next_cursor = ctx().service.list(
         current_user().id, status=status, limit=limit, cursor=cursor,
         thread_id=params.query_thread_id(),
+        caller_id=params.query_uuid("caller_id", code="invalid_caller_id"),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 

@@ -92,14 +92,18 @@ def fork_request() -> ForkRequest:
 
 
 def query_thread_id() -> uuid.UUID | None:
-    raw = request.args.get("thread_id")
+    return query_uuid("thread_id", code="invalid_thread_id")
+
+
+def query_uuid(name: str, *, code: str) -> uuid.UUID | None:
+    """The query parameter `name` as a UUID, None if absent; a 400 (`code`) if not a UUID."""
+    raw = request.args.get(name)
     if raw is None:
         return None
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise RequestError(f"`thread_id` must be a UUID, not {raw[:40]!r}",
-                           code="invalid_thread_id") from None
+        raise RequestError(f"`{name}` must be a UUID, not {raw[:40]!r}", code=code) from None
 
 
 def traceparent() -> str | None:

@@ -288,14 +288,18 @@ class StepEvent(BaseModel):
 
 
 class WaitingEvent(BaseModel):
-    """The data of a `waiting` event: the agent waits for an approval of this call."""
+    """The data of a `waiting` event: the agent waits for an approval of this call, or
+    (with `agent_ids`) on its children."""
 
     model_config = ConfigDict(title="WaitingEvent")
 
     agent_id: UUID
-    call_id: str
-    tool: str
-    input: str
+    call_id: str | None = Field(description="The call to approve; null while it waits on "
+                                            "its children.")
+    tool: str | None
+    input: str | None
+    agent_ids: list[UUID] | None = Field(None, description="The children it waits on, until "
+                                                           "all have ended; else absent.")
 
 
 class EndEvent(BaseModel):

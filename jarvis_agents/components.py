@@ -131,6 +131,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
+    from jarvis_agents.delegation import Delegation
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.governed import GovernedModel
     from jarvis_agents.llm.router import ModelRouter, split_model
@@ -170,6 +171,8 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
         approvals=ApprovalGate(settings.approve_tools),
         timings=timings,
+        delegation=Delegation(repository=repository, settings=settings, dispatcher=dispatcher,
+                              events=events),
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,

@@ -99,6 +99,8 @@ class Settings:
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
     approve_tools: tuple[str, ...] = ()  # JARVIS_APPROVE_TOOLS: names, or "*" for all
     approval_timeout_s: float = 86400.0
+    # JARVIS_MAX_DELEGATION_DEPTH: the deepest a child agent may be (a client's is at 0).
+    max_delegation_depth: int = 3
     # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
     model_concurrency: tuple[tuple[str, int], ...] = ()
     model_idle_s: float = MODEL_IDLE_S  # JARVIS_MODEL_IDLE, for tests only
@@ -196,6 +198,7 @@ class Settings:
                 if name.strip()
             ),
             approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
+            max_delegation_depth=_int(env, "JARVIS_MAX_DELEGATION_DEPTH", 3, low=0),
             model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
             model_idle_s=_float(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
         )

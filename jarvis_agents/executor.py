@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
@@ -44,12 +44,16 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.llm.base import ChatModel
+from jarvis_agents.loop_state import LoopState
 from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.retry import is_infrastructure_fault
 from jarvis_agents.threads import with_context
 from jarvis_agents.timings import NoTimings, Timings
 from jarvis_agents.tools.base import idempotency_key
 from jarvis_agents.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from jarvis_agents.delegation import Delegation
 
 # At most this many tool calls of one reply run at once.
 MAX_PARALLEL_CALLS = 8
@@ -77,35 +81,6 @@ class Limits:
     total_timeout_s: float
 
 
-@dataclass
-class _State:
-    """Where the agent stands, rebuilt from its persisted steps."""
-
-    history: list[Step]
-    next_step: int
-    next_seq: int
-    pending_acts: list[Step]  # ACTs of the last iteration whose OBSERVE was never written
-
-    @classmethod
-    def rebuild(cls, steps: list[Step]) -> _State:
-        if not steps:
-            return cls([], 0, 1, [])
-        last = max(s.step for s in steps)
-        rows = [s for s in steps if s.step == last]
-        observed = {s.call_id for s in rows if s.type is StepType.OBSERVE}
-        pending = [s for s in rows if s.type is StepType.ACT and s.call_id not in observed]
-        return cls(steps, last if pending else last + 1, max(s.seq for s in steps) + 1, pending)
-
-    def usage(self, rows: Sequence[Step] = ()) -> Usage:
-        """The model calls' usage over the history and then `rows`."""
-        total = Usage()
-        for steps in (self.history, rows):
-            for step in steps:
-                if step.usage is not None:
-                    total = total + step.usage
-        return total
-
-
 class Executor:
     """Runs agents step by step against a model, tools, a store and an event bus."""
 
@@ -119,6 +94,7 @@ class Executor:
         limits: Limits,
         timings: Timings | None = None,
         approvals: ApprovalGate | None = None,
+        delegation: Delegation | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -127,6 +103,8 @@ class Executor:
         self.limits = limits
         self.timings = timings or NoTimings()
         self.approvals = approvals or ApprovalGate()
+        # Calls of an agent's delegates (`ask_<name>`) start children instead of running.
+        self.delegation = delegation
         # By model, the mode its `auto` agents settled on here: a claim records it for
         # the next ones (store.claim's `modes`). Replaced, never changed, when it grows.
         self.settled: Mapping[str, AgentMode] = {}
@@ -144,12 +122,14 @@ class Executor:
         cancel was never heard.
         """
         tools = self.tools.subset(agent.tools)
+        if self.delegation is not None:
+            tools = self.delegation.tools(agent, tools)
         # A first attempt at 0 steps (nearly every claim) has none to read back: its
         # claim found the agent PENDING. Any later attempt reads them, whatever count it
         # came with: a take-over that waited for the last attempt's step write to commit
         # counted the steps as they were when it began (PostgreSQL's READ COMMITTED).
         fresh = agent.attempt <= 1 and not agent.step_count
-        state = _State.rebuild([] if fresh else self.store.steps_after(agent.id))
+        state = LoopState.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
         # Time spent WAITING for a person is not the agent's (CONTRACT §7).
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
@@ -171,7 +151,9 @@ class Executor:
             if state.pending_acts:
                 if (waits := self.approvals.first_waiting(agent, state.pending_acts)) is not None:
                     return self._wait(agent, state, [], waits)
-                self._observe(agent, tools, strategy, state, state.pending_acts, should_stop)
+                if (parked := self._observe(agent, tools, strategy, state, state.pending_acts,
+                                            should_stop)) is not None:
+                    return parked
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
                 # after a cancellation is refused in SQL anyway. The read is for a cancel
@@ -230,7 +212,7 @@ class Executor:
 
     # --- one iteration ---------------------------------------------------------------
 
-    def _iterate(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
+    def _iterate(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: LoopState,
                  deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent | None:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
@@ -271,7 +253,7 @@ class Executor:
         acts = [row for row in rows if row.type is StepType.ACT]
         if (waits := self.approvals.first_waiting(agent, acts)) is not None:
             return self._wait(agent, state, rows, waits)  # a person answers first (approvals.py)
-        if all(tools.runs_inline(act.tool or "") for act in acts):
+        if all(tools.runs_inline(act.tool or "") for act in acts) and not self._delegated(agent, acts):
             # One commit and one publish instead of two: the calls are safe to repeat.
             observations = self._calls(agent, tools, strategy, acts, seq=rows[-1].seq + 1,
                                        should_stop=should_stop)
@@ -279,10 +261,9 @@ class Executor:
             state.next_step += 1
             return None
         self._write(agent, state, rows, step_count=state.next_step + 1)
-        self._observe(agent, tools, strategy, state, acts, should_stop)
-        return None
+        return self._observe(agent, tools, strategy, state, acts, should_stop)
 
-    def _answer(self, agent: Agent, state: _State, rows: list[Step]) -> Agent | None:
+    def _answer(self, agent: Agent, state: LoopState, rows: list[Step]) -> Agent | None:
         """End with the FINAL row's answer, or send it back if it does not match the
         agent's output schema (MAX_RETRIES times; then the agent FAILS)."""
         answer = rows[-1].content
@@ -302,13 +283,33 @@ class Executor:
         state.next_step += 1
         return None
 
-    def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
-                 acts: list[Step], should_stop: Callable[[], bool]) -> None:
-        observations = self._calls(agent, tools, strategy, acts, seq=state.next_seq,
-                                   should_stop=should_stop)
-        self._write(agent, state, observations, step_count=acts[0].step + 1)
+    def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: LoopState,
+                 acts: list[Step], should_stop: Callable[[], bool]) -> Agent | None:
+        """Run the ACTs' calls and write their OBSERVEs; the agent as it now WAITS when
+        calls of its delegates started children (delegation/service.py), else None."""
+        delegated = self._delegated(agent, acts)
+        ran = [act for act in acts if act not in delegated]
+        if ran:
+            observations = self._calls(agent, tools, strategy, ran, seq=state.next_seq,
+                                       should_stop=should_stop)
+            self._write(agent, state, observations, step_count=acts[0].step + 1)
+        if delegated and self.delegation is not None:
+            settled = self.delegation.settle(agent, delegated, seq=state.next_seq,
+                                             answer_for=lambda act: self.approvals.answer_for(agent, act))
+            if settled.lost:
+                raise StaleAttempt(f"agent {agent.id} is no longer RUNNING under attempt {agent.attempt}")
+            if settled.waiting is not None:
+                for row in settled.observations:
+                    self.timings.step(row.type.value)
+                self.events.publish_steps(settled.waiting, settled.observations, status=True)
+                return settled.waiting
+            self._write(agent, state, settled.observations, step_count=acts[0].step + 1)
         state.next_step = acts[0].step + 1
         state.pending_acts = []
+        return None
+
+    def _delegated(self, agent: Agent, acts: Sequence[Step]) -> list[Step]:
+        return [] if self.delegation is None else self.delegation.calls(agent, acts)
 
     def _calls(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, acts: list[Step], *,
                seq: int, should_stop: Callable[[], bool]) -> list[Step]:
@@ -336,7 +337,7 @@ class Executor:
 
     # --- persistence -----------------------------------------------------------------
 
-    def _write(self, agent: Agent, state: _State, rows: list[Step], *, step_count: int) -> None:
+    def _write(self, agent: Agent, state: LoopState, rows: list[Step], *, step_count: int) -> None:
         self.store.append_steps(agent.id, agent.attempt, rows, step_count=step_count)
         state.history.extend(rows)
         state.next_seq += len(rows)
@@ -344,13 +345,13 @@ class Executor:
             self.timings.step(row.type.value)
         self.events.publish_steps(agent, rows)
 
-    def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str, *,
+    def _complete(self, agent: Agent, state: LoopState, rows: list[Step], answer: str, *,
                   output: object = None) -> Agent | None:
         done = agent.with_completed(answer, output=output, step_count=state.next_step + 1,
                                     usage=state.usage(rows))
         return self._end(agent, done, rows)
 
-    def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str, *,
+    def _fail(self, agent: Agent, state: LoopState, reason: StopReason, error: str, *,
               rows: Sequence[Step] = ()) -> Agent | None:
         """End the agent FAILED with an ERROR row after `rows` (of the current iteration)."""
         if rows:
@@ -369,7 +370,7 @@ class Executor:
         )
         return self._end(agent, done, ended)
 
-    def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
+    def _wait(self, agent: Agent, state: LoopState, rows: list[Step], act: Step) -> Agent | None:
         """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
         if (waiting := wait(self.store, agent, rows, act)) is not None:
             for row in rows:

@@ -140,6 +140,7 @@ class AgentRunner:
             ended = self.executor.run(agent, should_stop=signal, check_status=self._status_checks())
             if ended is not None:
                 log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
+                self._ended(ended)
         finally:
             with self._lock:
                 self._running.discard(run)
@@ -218,6 +219,13 @@ class AgentRunner:
             now=failed.updated_at,
         ):
             self.events.publish_status(failed)  # the transition owed its webhook
+            self._ended(failed)
+
+    def _ended(self, agent: Agent) -> None:
+        """A child's end wakes its caller once all its children have ended (the sweeper
+        does, if this process dies first)."""
+        if agent.is_terminal and agent.caller_id is not None:
+            self.sweeper.delegation.child_ended(agent)
 
     def _status_checks(self) -> Callable[[], bool]:
         """For one attempt: whether to read its status from the database before the

@@ -21,6 +21,7 @@ from jarvis_agents import approvals
 from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
+from jarvis_agents.delegation import Delegation
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, Follower, Subscriber, follow
@@ -122,6 +123,8 @@ class AgentService:
         self.model_check = model_check
         self.assistants = Assistants(repository.assistants, settings=settings,
                                      known_tools=self._known_tools)
+        self.delegation = Delegation(repository=repository, settings=settings,
+                                     dispatcher=dispatcher, events=events)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
@@ -303,10 +306,11 @@ class AgentService:
 
     def list(
         self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None,
-        thread_id: uuid.UUID | None = None,
+        thread_id: uuid.UUID | None = None, caller_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         return self.repository.list_agents(
-            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id)
+            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id,
+            caller_id=caller_id)
 
     def steps(self, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int = 0) -> list[Step]:
         self.get(user_id, agent_id)
@@ -335,4 +339,7 @@ class AgentService:
         self.events.publish_cancel(agent_id)
         self.events.publish_status(cancelled)
         self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
+        # Down the tree, then up: its children are cancelled, its caller may go on.
+        self.delegation.cancel_children(agent_id)
+        self.delegation.child_ended(cancelled)
         return cancelled

@@ -41,8 +41,11 @@ def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
 def waiting_event(agent: Agent) -> dict[str, Any]:
     """The SSE data of a `waiting` event (CONTRACT §4): the call the agent waits on."""
     waiting = agent.waiting_for or {}
-    return {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
+    data = {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
             "tool": waiting.get("tool"), "input": waiting.get("input")}
+    if waiting.get("kind") == "agents":  # on its children (README, Agents that call agents)
+        data["agent_ids"] = waiting.get("agent_ids")
+    return data
 
 
 def status_event(agent: Agent) -> dict[str, Any]:

@@ -25,10 +25,22 @@ from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.threads import Earlier
 
 
+class DelegationStore(Protocol):
+    """Callers and their children (store/delegation.py; in memory, memory_delegation.py)."""
+
+    def children(self, caller_id: uuid.UUID) -> list[Agent]: ...
+    def start(self, caller: Agent, *, children: Sequence[Agent], waiting_for: dict[str, Any],
+              steps: Sequence[Step], now: datetime) -> bool: ...
+    def ended_waits(self, *, limit: int = 100) -> list[Agent]: ...
+    def orphans(self, *, limit: int = 100) -> list[Agent]: ...
+
+
 class AgentStore(Protocol):
-    """Agents and their steps, with compare-and-set writes; assistants beside them."""
+    """Agents and their steps, with compare-and-set writes; assistants and the
+    delegation's rows beside them."""
 
     assistants: AssistantStore
+    delegation: DelegationStore
 
     # --- agents --------------------------------------------------------------------
 
@@ -47,6 +59,7 @@ class AgentStore(Protocol):
     def list_agents(
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
+        caller_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         ...

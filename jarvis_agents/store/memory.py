@@ -29,6 +29,7 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.store.memory_assistants import MemoryAssistants
+from jarvis_agents.store.memory_delegation import MemoryDelegation
 from jarvis_agents.store.rows import decode_cursor, encode_cursor
 from jarvis_agents.threads import Earlier
 
@@ -40,7 +41,13 @@ class MemoryStore:
         self.agents: dict[uuid.UUID, Agent] = {}
         self.steps: dict[uuid.UUID, list[Step]] = {}
         self.assistants = MemoryAssistants()
+        self.delegation = MemoryDelegation(self)
         self._lock = threading.RLock()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The one lock every call holds (the delegation's twin shares it)."""
+        return self._lock
 
     def add(self, agent: Agent) -> Agent:
         """Put `agent` in the store as it is, whatever its status (a test's setup)."""
@@ -76,12 +83,14 @@ class MemoryStore:
     def list_agents(
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
+        caller_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         after = decode_cursor(cursor) if cursor is not None else None
         mine = sorted(
             (a for a in list(self.agents.values())
              if a.user_id == user_id and (status is None or a.status is status)
              and (thread_id is None or _thread(a) == thread_id)
+             and (caller_id is None or a.caller_id == caller_id)
              and (after is None or (a.created_at, a.id) < after)),
             key=lambda a: (a.created_at, a.id), reverse=True,
         )
@@ -142,6 +151,9 @@ class MemoryStore:
             if "input_tokens" in fields:  # the executor's totals, as the repository takes them
                 usage = Usage(fields.pop("input_tokens"), fields.pop("output_tokens"),
                               fields.pop("model_calls"))
+            if "descendants_input_tokens" in fields:  # a caller woken (delegation/service.py)
+                fields["descendants_usage"] = Usage(*(fields.pop(f"descendants_{name}") for name in
+                                                      ("input_tokens", "output_tokens", "model_calls")))
             self.agents[agent_id] = replace(agent, status=new, updated_at=now, usage=usage, **fields)
             return True
 

@@ -51,6 +51,7 @@ from jarvis_agents.store.active_limit import at_active_limit, resume_waiting, to
 from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
+from jarvis_agents.store.delegation import DelegationRows
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
@@ -127,6 +128,7 @@ class Repository(Recovery):
         self.outbox = OutboxStore(engine, self._one_statement)
         self.threads = ThreadStore(engine)
         self.assistants = AssistantRows(engine, self.connections)
+        self.delegation = DelegationRows(engine, self.outbox, self._read, self._one_statement)
 
     # --- agents --------------------------------------------------------------------
 
@@ -171,12 +173,9 @@ class Repository(Recovery):
     def _by_idempotency_key(self, conn: Connection, agent: Agent) -> RowMapping | None:
         if agent.idempotency_key is None:
             return None
-        return conn.execute(
-            select(*AGENT_READ).where(
-                agents.c.user_id == agent.user_id,
-                agents.c.idempotency_key == agent.idempotency_key,
-            )
-        ).mappings().first()
+        return conn.execute(select(*AGENT_READ).where(
+            agents.c.user_id == agent.user_id, agents.c.idempotency_key == agent.idempotency_key,
+        )).mappings().first()
 
     def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None:
         if user_id is None:
@@ -197,12 +196,13 @@ class Repository(Recovery):
         status: AgentStatus | None = None,
         limit: int = 20,
         cursor: str | None = None,
-        thread_id: uuid.UUID | None = None,
+        thread_id: uuid.UUID | None = None, caller_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
-        if thread_id is not None:
-            query = query.where(agents.c.thread_id == thread_id)
+        for column, value in (("thread_id", thread_id), ("caller_id", caller_id)):
+            if value is not None:
+                query = query.where(agents.c[column] == value)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:

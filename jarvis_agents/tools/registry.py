@@ -183,6 +183,12 @@ class ToolRegistry:
         return ToolRegistry(self._tools.values(), settings=self._settings, http=self._http,
                             providers=self._providers, allowed=allowed)
 
+    def plus(self, extra: Sequence[RegisteredTool]) -> ToolRegistry:
+        """This registry with `extra` tools besides (an agent's delegates)."""
+        allowed = None if self._allowed is None else [*self._allowed, *(t.name for t in extra)]
+        return ToolRegistry([*self._tools.values(), *extra], settings=self._settings,
+                            http=self._http, providers=self._providers, allowed=allowed)
+
     # --- calling ------------------------------------------------------------------
 
     def call_text(

@@ -1,0 +1,180 @@
+"""Agents that call agents end to end (README, Agents that call agents): a real API
+process, PostgreSQL, Redis, a Celery worker and a scripted model server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.api_server import EventStream, wait_until
+from tests.support.delegation_team import BOSS_USAGE, RESEARCHER_USAGE, Team, role
+from tests.support.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # stack
+
+
+@pytest.fixture(scope="module")
+def stack_model() -> Iterator[FakeOllama]:
+    with FakeOllama() as server:
+        server.default_capabilities = ["completion", "tools"]  # `auto` is native tool calling
+        yield server
+
+
+def assistant(http: httpx.Client, name: str, **config: Any) -> dict[str, Any]:
+    made = http.post("/api/v1/assistants", json={
+        "name": name, "description": f"The {name}: give it one task.",
+        "instructions": role(name), **config})
+    assert made.status_code == 201, made.text
+    return made.json()
+
+
+def ended(http: httpx.Client, agent_id: str, timeout_s: float = 30) -> dict[str, Any]:
+    return wait_until(lambda: (a := http.get(f"/api/v1/agents/{agent_id}").json())["status"]
+                      in ("COMPLETED", "FAILED", "CANCELLED") and a, timeout_s=timeout_s)
+
+
+def children(http: httpx.Client, caller_id: str) -> list[dict[str, Any]]:
+    listed = http.get("/api/v1/agents", params={"caller_id": caller_id})
+    assert listed.status_code == 200, listed.text
+    return listed.json()["agents"]
+
+
+def steps(http: httpx.Client, agent_id: str) -> list[dict[str, Any]]:
+    return http.get(f"/api/v1/agents/{agent_id}/steps").json()["steps"]
+
+
+@pytest.mark.parametrize("mode", ["native", "react"])
+def test_a_boss_asks_a_researcher_and_answers_with_what_it_said(stack, mode):
+    team = Team()
+    stack.fake.responder = team
+    with stack.api.client(stack.api.user()) as http:
+        researcher = assistant(http, "researcher", mode=mode)
+        assistant(http, "boss", mode=mode, delegates=["researcher"])
+        with EventStream(http, "GET", "/api/v1/events") as everyone:
+            boss = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss"}).json()
+            done = ended(http, boss["id"])
+            statuses = everyone.until(lambda e: e.data["agent_id"] == boss["id"]
+                                      and e.data["status"] == "COMPLETED")
+        assert done["status"] == "COMPLETED", done
+        question = team.questions[0]
+        assert done["final_answer"] == f"The team says: researched: {question}"
+        assert [e.data["status"] for e in statuses if e.data["agent_id"] == boss["id"]] == [
+            "PENDING", "RUNNING", "WAITING", "PENDING", "RUNNING", "COMPLETED"]
+
+        [child] = children(http, boss["id"])
+        assert child["goal"] == question and child["status"] == "COMPLETED"
+        assert child["caller_id"] == boss["id"] and child["root_id"] == boss["id"]
+        assert child["depth"] == 1 and child["assistant_id"] == researcher["assistant_id"]
+        assert children(http, child["id"]) == []
+
+        # The child's model saw its goal, not its caller's conversation.
+        asked = [r for r in stack.fake.requests if role("researcher") in r["messages"][0]["content"]]
+        assert [m["content"] for m in asked[0]["messages"][1:]] == [question]
+
+        rows = steps(http, boss["id"])
+        act = next(s for s in rows if s["type"] == "ACT")
+        observe = next(s for s in rows if s["type"] == "OBSERVE")
+        assert act["tool"] == "ask_researcher" and observe["call_id"] == act["call_id"]
+        assert observe["content"] == f"researched: {question}"
+
+        own = {"input_tokens": 2 * BOSS_USAGE[0], "output_tokens": 2 * BOSS_USAGE[1],
+               "model_calls": 2}
+        assert done["usage"] == own
+        assert done["usage_total"] == {"input_tokens": own["input_tokens"] + RESEARCHER_USAGE[0],
+                                       "output_tokens": own["output_tokens"] + RESEARCHER_USAGE[1],
+                                       "model_calls": 3}
+
+
+def test_parallel_calls_start_their_children_at_once_and_the_caller_fans_in(stack):
+    team = Team(questions=("alpha", "beta", "gamma"))
+    team.gate.clear()  # the researchers wait until every child has started
+    stack.fake.responder = team
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "researcher")
+        assistant(http, "boss", delegates=["researcher"])
+        boss = http.post("/api/v1/agents", json={"goal": "Three things", "assistant": "boss"}).json()
+        path = f"/api/v1/agents/{boss['id']}"
+        with EventStream(http, "GET", f"{path}/events") as events:
+            waiting = events.until(lambda e: e.event == "waiting")[-1].data
+        parked = http.get(path).json()
+        assert parked["status"] == "WAITING"
+        ids = parked["waiting_for"]["agent_ids"]
+        assert parked["waiting_for"]["kind"] == "agents" and len(ids) == 3
+        assert waiting["agent_ids"] == ids
+        started = wait_until(lambda: len(r := [c for c in children(http, boss["id"])
+                                               if c["status"] == "RUNNING"]) == 3 and r)
+        assert sorted(c["id"] for c in started) == sorted(ids)
+        team.gate.set()
+        done = ended(http, boss["id"])
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"] == "The team says: " + " | ".join(
+            f"researched: {q}" for q in team.questions)
+        assert sorted(c["goal"] for c in children(http, boss["id"])) == sorted(team.questions)
+
+
+def test_cancelling_a_caller_cancels_its_children_and_theirs(stack):
+    team = Team()
+    team.gate.clear()
+    stack.fake.responder = team
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "researcher")
+        assistant(http, "middle", instructions=role("boss"), delegates=["researcher"])
+        assistant(http, "boss", delegates=["middle"])
+        root = http.post("/api/v1/agents", json={"goal": "Delegate twice", "assistant": "boss"}).json()
+        middle = wait_until(lambda: (c := children(http, root["id"])) and c[0])
+        # `middle` is a boss too: it asks the researcher, who waits at the gate.
+        team_calls = wait_until(lambda: (c := children(http, middle["id"])) and c[0])
+        wait_until(lambda: http.get(f"/api/v1/agents/{team_calls['id']}").json()["status"]
+                   == "RUNNING")
+        cancelled = http.delete(f"/api/v1/agents/{root['id']}")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "CANCELLED"
+        for agent_id in (middle["id"], team_calls["id"]):
+            assert ended(http, agent_id)["status"] == "CANCELLED"
+        team.gate.set()
+
+
+def test_a_call_past_the_depth_limit_creates_nothing_and_says_so(stack):
+    stack.fake.responder = Team()
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "chain")
+        assert http.patch("/api/v1/assistants/chain", json={"delegates": ["chain"]}).status_code == 200
+        root = http.post("/api/v1/agents", json={"goal": "Go deep", "assistant": "chain"}).json()
+        done = ended(http, root["id"], timeout_s=60)
+        assert done["status"] == "COMPLETED", done
+        chain, caller = [], root["id"]
+        while found := children(http, caller):
+            [child] = found
+            chain.append(child)
+            caller = child["id"]
+        assert [c["depth"] for c in chain] == [1, 2, 3]  # JARVIS_MAX_DELEGATION_DEPTH's default
+        assert all(c["root_id"] == root["id"] for c in chain)
+        deepest = steps(http, chain[-1]["id"])
+        refused = next(s for s in deepest if s["type"] == "OBSERVE")
+        assert "JARVIS_MAX_DELEGATION_DEPTH" in refused["content"]
+        assert done["final_answer"].count("chain got:") == 4
+
+
+def test_a_failed_child_is_an_observation_and_its_caller_goes_on(stack):
+    team = Team()
+    stack.fake.responder = team
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "failer", max_steps=1)
+        assistant(http, "boss", delegates=["failer"])
+        boss = http.post("/api/v1/agents", json={"goal": "Try it", "assistant": "boss"}).json()
+        done = ended(http, boss["id"])
+        [child] = children(http, boss["id"])
+        assert child["status"] == "FAILED"
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"] == f"The team says: failed: {child['error']}"
+
+
+def test_the_list_of_children_is_the_callers_own(stack):
+    with stack.api.client(stack.api.user()) as http:
+        mine = http.post("/api/v1/agents", json={"goal": "Anything"}).json()
+        bad = http.get("/api/v1/agents", params={"caller_id": "nope"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_caller_id"
+        assert children(http, mine["id"]) == []
