@@ -177,10 +177,10 @@ class JarvisClient:
 
     def list(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-        thread_id: str | None = None,
+        thread_id: str | None = None, caller_id: str | None = None,
     ) -> dict[str, Any]:
-        """`{"agents": [...], "next_cursor": …}`, newest first (of one thread, with `thread_id`)."""
-        said = (("status", status), ("limit", limit), ("cursor", cursor),
+        """`{"agents": [...], "next_cursor": …}`, newest first (of a thread, or a caller's)."""
+        said = (("status", status), ("limit", limit), ("cursor", cursor), ("caller_id", caller_id),
                 ("thread_id", _agent_id(thread_id, what="a thread") if thread_id is not None else None))
         params = {k: v for k, v in said if v is not None}
         return self._json("GET", f"{API}/agents", params=params)

@@ -231,8 +231,10 @@ def assistants_table(console: Console, assistants: Sequence[dict[str, Any]]) -> 
     _table(console, ("NAME", "VERSION", "MODEL", "MODE", "TOOLS", "DESCRIPTION"), rows)
 
 
-def agent_details(console: Console, agent: dict[str, Any]) -> None:
-    """`show ID`: one `field: value` line each, the answer or the error last."""
+def agent_details(console: Console, agent: dict[str, Any], *,
+                  children: Sequence[dict[str, Any]] = ()) -> None:
+    """`show ID`: one `field: value` line each, the answer or the error last; its caller
+    and the `children` it called (README, Agents that call agents)."""
     fields = [
         ("id", agent["id"]),
         ("status", agent["status"]),
@@ -250,6 +252,9 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("forked_from", f"{agent['forked_from']['agent_id']} after step {agent['forked_from']['seq']}"
          if agent.get("forked_from") else None),
         ("context", _context(agent.get("context"))),
+        ("caller", agent.get("caller_id")),
+        ("children", "\n".join(f"{c['id']} {c['status']} {c['goal'][:60]!r}" for c in children)),
+        ("usage_total", _usage(agent.get("usage_total")) if children else None),
         ("created_at", local_time(agent.get("created_at"))),
         ("started_at", local_time(agent.get("started_at"))),
         ("completed_at", local_time(agent.get("completed_at"))),
@@ -257,7 +262,11 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("final_answer", agent.get("final_answer")),
         ("error", agent.get("error")),
     ]
-    if waiting := agent.get("waiting_for"):
+    waiting = agent.get("waiting_for")
+    if waiting and waiting.get("kind") == "agents":
+        since = local_time(waiting.get("since"))
+        fields.insert(2, ("waiting_for", f"{len(waiting['agent_ids'])} agent(s) it called, since {since}"))
+    elif waiting:
         call = f"{waiting.get('tool')}({json.dumps(waiting.get('input'), ensure_ascii=False)})"
         hint = f"jarvis-agents approve {agent['id']} [--deny]"
         fields.insert(2, ("waiting_for", f"{call} since {local_time(waiting.get('since'))}: {hint}"))

@@ -3,12 +3,15 @@ process, PostgreSQL, Redis, a Celery worker and a scripted model server."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import cli_env
 from tests.support.api_server import EventStream, wait_until
 from tests.support.delegation_team import BOSS_USAGE, RESEARCHER_USAGE, Team, role
 from tests.support.fake_ollama import FakeOllama
@@ -170,6 +173,27 @@ def test_a_failed_child_is_an_observation_and_its_caller_goes_on(stack):
         assert child["status"] == "FAILED"
         assert done["status"] == "COMPLETED", done
         assert done["final_answer"] == f"The team says: failed: {child['error']}"
+
+
+def test_show_names_an_agents_children_and_its_caller(stack):
+    stack.fake.responder = Team()
+    key = stack.api.user()
+    with stack.api.client(key) as http:
+        assistant(http, "researcher")
+        assistant(http, "boss", delegates=["researcher"])
+        boss = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss"}).json()
+        assert ended(http, boss["id"])["status"] == "COMPLETED"
+        [child] = children(http, boss["id"])
+
+    def show(agent_id: str) -> str:
+        shown = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", "show", agent_id],
+                               env=cli_env(JARVIS_URL=stack.api.url, JARVIS_API_KEY=key),
+                               capture_output=True, text=True, timeout=60, check=True)
+        return shown.stdout
+
+    assert f"children:     {child['id']} COMPLETED 'Find the boiling point of water'" in show(boss["id"])
+    shown = show(child["id"])
+    assert f"caller:       {boss['id']}" in shown and "children:" not in shown
 
 
 def test_the_list_of_children_is_the_callers_own(stack):
