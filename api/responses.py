@@ -96,6 +96,8 @@ class Agent(BaseModel):
     assistant_id: UUID | None = Field(description="The assistant whose configuration it took.")
     assistant_version: int | None = Field(description="The version of that assistant it ran.")
     caller_id: UUID | None = Field(description="The agent whose call made it, or null.")
+    caller_call_id: str | None = Field(None, description="The call of its caller that made it "
+                                                         "(an ACT step's `call_id`), or null.")
     root_id: UUID = Field(description="The first caller of its chain (its own id when no agent "
                                       "called it).")
     depth: int = Field(ge=0, description="0 for an agent a client made; a child one more than "

@@ -8,7 +8,7 @@ import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, initAssistants, loadTools } from "./form.js";
 import { $, callApi, showError, text } from "./page.js";
 import { SseConnection } from "./sse.js";
-import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
+import { addChildLink, addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import {
   activity, addStep, doingAfter, renderAgentList, renderFailure, renderSummary, setConnection,
   setWaiting, showToken, stepItem,
@@ -348,6 +348,7 @@ function renderAgentHead() {
 function onStep(data) {
   addStep(data);
   addRerunButton(data, { agentId: state.selected, api, onCreated: started });
+  addChildLink(data, { onSelect: select });
   if (String(data.type).toUpperCase() === "ERROR") renderFailure(state.agents.get(state.selected));
 }
 
