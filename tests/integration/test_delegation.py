@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from jarvis_agents.demo.answers import answer as demo_answer
 from tests.conftest import cli_env
 from tests.support.api_server import EventStream, wait_until
 from tests.support.delegation_team import BOSS_USAGE, RESEARCHER_USAGE, Team, role
@@ -194,6 +195,23 @@ def test_show_names_an_agents_children_and_its_caller(stack):
     assert f"children:     {child['id']} COMPLETED 'Find the boiling point of water'" in show(boss["id"])
     shown = show(child["id"])
     assert f"caller:       {boss['id']}" in shown and "children:" not in shown
+
+
+def test_the_readmes_boss_and_researcher_on_the_demo_model(stack):
+    stack.fake.responder = demo_answer
+    with stack.api.client(stack.api.user()) as http:
+        for body in ({"name": "researcher", "tools": ["calculate", "getTime"]},
+                     {"name": "boss", "tools": [], "delegates": ["researcher"]}):
+            assert http.post("/api/v1/assistants", json=body).status_code == 201
+        boss = http.post("/api/v1/agents", json={
+            "goal": "What is 1234 * 902, and what time is it in Tokyo?", "assistant": "boss"}).json()
+        done = ended(http, boss["id"])
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"].startswith("1234 * 902 = 1113068. Tokyo: ")
+        goals = sorted(c["goal"] for c in children(http, boss["id"]))
+        assert goals == ["What is 1234 * 902?", "What time is it in Tokyo?"]
+        acts = [s for s in steps(http, boss["id"]) if s["type"] == "ACT"]
+        assert [a["step"] for a in acts] == [0, 0]  # one reply, two calls: they fanned out
 
 
 def test_the_list_of_children_is_the_callers_own(stack):
