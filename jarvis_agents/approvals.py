@@ -117,7 +117,7 @@ def answer(
     create does: past `max_active` it is RateLimited and the agent goes on waiting
     (README, Approvals). The caller queues the agent."""
     waiting = agent.waiting_for or {}
-    if agent.status is not AgentStatus.WAITING:
+    if agent.status is not AgentStatus.WAITING or waiting.get("kind") == "agents":
         raise Conflict(f"agent {agent.id} is {agent.status.value}, not waiting for an approval",
                        code="not_waiting")
     if waiting.get("call_id") != call_id:

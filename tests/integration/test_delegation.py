@@ -109,6 +109,8 @@ def test_parallel_calls_start_their_children_at_once_and_the_caller_fans_in(stac
         ids = parked["waiting_for"]["agent_ids"]
         assert parked["waiting_for"]["kind"] == "agents" and len(ids) == 3
         assert waiting["agent_ids"] == ids
+        refused = http.post(f"{path}/approval", json={"call_id": "call_0", "approve": True})
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "not_waiting"
         started = wait_until(lambda: len(r := [c for c in children(http, boss["id"])
                                                if c["status"] == "RUNNING"]) == 3 and r)
         assert sorted(c["id"] for c in started) == sorted(ids)

@@ -6,7 +6,8 @@ tool calling or the text protocol alike.
   then answers with what came back;
 - `researcher` answers `researched: <goal>`, once `Team.gate` is open;
 - `chain` asks `chain` again until its call is refused, then answers with what it got;
-- `failer` calls a tool when it has one step: it FAILS at the step limit.
+- `failer` calls a tool when it has one step: it FAILS at the step limit;
+- any other agent answers `42` at once.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Team:
             if turn == 0:
                 return call("ask_chain", [f"go deeper than: {goal}"], native=native)
             return answer(f"chain got: {told[-1]}", native=native)
+        if role("boss") not in system:
+            return answer("42", native=native)  # an agent of no assistant of the team
         if turn == 0:
             return call(delegate_tool(request), list(self.questions), native=native,
                         usage=BOSS_USAGE)
