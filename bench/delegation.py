@@ -5,13 +5,15 @@ The model is the test suite's scripted team (tests/support/delegation_team.py) o
 demo's model server, in this process, speaking native tool calling: a `boss` asks its
 delegate `researcher` in one reply, the researcher answers at once, the boss answers.
 
-1. Round trip, an instant model: `--callers` bosses created at once, each delegating to one
-   child. Agents per second count callers and children (from the first create to the last
-   boss's end). A caller's round-trip overhead is the time from its ACT step to its resume
-   (the OBSERVE of the call, written by the attempt that resumed it) minus its child's own
-   run (started → completed): the child's create and queue, its end waking the caller, the
-   caller's queue and claim. Compared with one agent's create → first streamed event
-   (`POST /api/v1/agents/stream`, one at a time), measured in the same run.
+1. Round trip, an instant model. A caller's round-trip overhead is the time from its ACT
+   step to its resume (the OBSERVE of the call, written by the attempt that resumed it)
+   minus its child's own run (started → completed): the child's create and queue, its end
+   waking the caller, the caller's queue and claim. First `--baseline` bosses one at a
+   time, against one agent's create → first streamed event (`POST /api/v1/agents/stream`,
+   one at a time); then `--callers` bosses created at once, each delegating to one child:
+   agents per second count callers and children (from the first create to the last
+   boss's end), and the overhead is compared with the same callers' create → first step,
+   under the same load.
 2. Fan-out, a `--latency` s model: `--fanout-callers` bosses each asking `--children` in one
    reply. The ideal makespan is one child's run plus the boss's two iterations: three
    model calls.
@@ -80,14 +82,36 @@ def wait_all_ended(repository: Any, ids: list[uuid.UUID], timeout_s: float) -> f
     raise SystemExit(f"error: the bosses did not end within {timeout_s} s")
 
 
-def round_trip_ms(repository: Any, boss_id: uuid.UUID) -> float:
-    """The caller's ACT → resume, minus its child's own run, in ms."""
+def round_trip_ms(repository: Any, boss_id: uuid.UUID) -> dict[str, float]:
+    """The caller's ACT → resume, minus its child's own run, in ms (`overhead`), and its
+    parts: the ACT to the child's row, the child's queue, its end to the caller's resume."""
     steps = repository.steps_after(boss_id)
     act = next(s for s in steps if s.type is StepType.ACT)
     observe = next(s for s in steps if s.type is StepType.OBSERVE)
     [child] = repository.delegation.children(boss_id)
-    child_s = (child.completed_at - child.started_at).total_seconds()
-    return ((observe.created_at - act.created_at).total_seconds() - child_s) * 1000
+
+    def ms(later: Any, earlier: Any) -> float:
+        return (later - earlier).total_seconds() * 1000
+
+    boss = repository.get(boss_id)
+    return {"overhead": ms(observe.created_at, act.created_at) - ms(child.completed_at, child.started_at),
+            "create_to_first_step": ms(steps[0].created_at, boss.created_at),
+            "act_to_child": ms(child.created_at, act.created_at),
+            "child_queue": ms(child.started_at, child.created_at),
+            "end_to_resume": ms(observe.created_at, child.completed_at)}
+
+
+def round_trip(repository: Any, bosses: list[uuid.UUID]) -> list[dict[str, float]]:
+    wait_all_ended(repository, bosses, 60)
+    return [round_trip_ms(repository, boss) for boss in bosses]
+
+
+def median(trips: list[dict[str, float]], part: str) -> float:
+    return statistics.median(trip[part] for trip in trips)
+
+
+def summary(values: list[float], name: str) -> dict[str, float]:
+    return {f"{name}_ms_p50": statistics.median(values), f"{name}_ms_p99": percentile(values, 99)}
 
 
 def first_event_ms(http: httpx.Client) -> float:
@@ -121,17 +145,25 @@ def run(*, callers: int, fanout_callers: int, children: int, latency_s: float,
                     first_event_ms(http)
                 wait_all_ended(repository, create_bosses(lambda: http, 5), 60)
 
+                one_by_one = [round_trip(repository, create_bosses(lambda: http, 1))[0]
+                              for _ in range(baseline)]
+                firsts = [first_event_ms(http) for _ in range(baseline)]
                 began = time.monotonic()
                 bosses = create_bosses(lambda: http, callers)
                 ended = wait_all_ended(repository, bosses, 600)
-                overheads = [round_trip_ms(repository, boss) for boss in bosses]
-                firsts = [first_event_ms(http) for _ in range(baseline)]
+                trips = [round_trip_ms(repository, boss) for boss in bosses]
+                results["one_at_a_time"] = {
+                    "callers": baseline, **summary([t["overhead"] for t in one_by_one], "overhead"),
+                    **summary(firsts, "create_to_first_event"),
+                    "ratio_p50": median(one_by_one, "overhead") / statistics.median(firsts),
+                }
                 results["round_trip"] = {
                     "callers": callers, "agents_per_s": 2 * callers / (ended - began),
-                    "overhead_ms_p50": statistics.median(overheads),
-                    "overhead_ms_p99": percentile(overheads, 99),
-                    "create_to_first_event_ms_p50": statistics.median(firsts),
-                    "ratio_p50": statistics.median(overheads) / statistics.median(firsts),
+                    **summary([t["overhead"] for t in trips], "overhead"),
+                    **summary([t["create_to_first_step"] for t in trips], "create_to_first_step"),
+                    "ratio_p50": median(trips, "overhead") / median(trips, "create_to_first_step"),
+                    "parts_ms_p50": {part: median(trips, part) for part in
+                                     ("act_to_child", "child_queue", "end_to_resume")},
                 }
 
                 model.latency_s = latency_s
@@ -167,12 +199,16 @@ def main() -> None:
     if options.json:
         print(json.dumps(results, indent=2))
         return
-    trip, fan = results["round_trip"], results["fanout"]
+    one, trip, fan = results["one_at_a_time"], results["round_trip"], results["fanout"]
     print(f"load average: {results['load_average_before']} -> {results['load_average_after']}")
-    print(f"round trip: {trip['callers']} callers + children, {trip['agents_per_s']:.1f} agents/s; "
-          f"overhead p50 {trip['overhead_ms_p50']:.1f} ms, p99 {trip['overhead_ms_p99']:.1f} ms; "
-          f"create -> first event p50 {trip['create_to_first_event_ms_p50']:.1f} ms; "
-          f"ratio x{trip['ratio_p50']:.2f} (target <= 3)")
+    print(f"one at a time ({one['callers']}): round-trip overhead p50 {one['overhead_ms_p50']:.1f} ms, "
+          f"p99 {one['overhead_ms_p99']:.1f} ms; create -> first event p50 "
+          f"{one['create_to_first_event_ms_p50']:.1f} ms; ratio x{one['ratio_p50']:.2f} (target <= 3)")
+    print(f"{trip['callers']} callers at once: {trip['agents_per_s']:.1f} agents/s (callers and "
+          f"children); round-trip overhead p50 {trip['overhead_ms_p50']:.1f} ms, p99 "
+          f"{trip['overhead_ms_p99']:.1f} ms; a caller's create -> first step p50 "
+          f"{trip['create_to_first_step_ms_p50']:.1f} ms; ratio x{trip['ratio_p50']:.2f} (target <= 3)")
+    print("  its parts, p50 ms: " + ", ".join(f"{k} {v:.1f}" for k, v in trip["parts_ms_p50"].items()))
     print(f"fan-out: {fan['callers']} x {fan['children']} at {fan['latency_s']:g} s: makespan "
           f"{fan['makespan_s']:.2f} s vs ideal {fan['ideal_s']:.1f} s = x{fan['ratio']:.2f} "
           f"(target <= 1.5)")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
@@ -44,7 +43,7 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.llm.base import ChatModel
-from jarvis_agents.loop_state import LoopState
+from jarvis_agents.loop_state import Limits, LoopState, StepStore
 from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.retry import is_infrastructure_fault
 from jarvis_agents.threads import with_context
@@ -59,26 +58,6 @@ if TYPE_CHECKING:
 MAX_PARALLEL_CALLS = 8
 
 log = logging.getLogger(__name__)
-
-
-class StepStore(Protocol):
-    """What the loop needs of persistence (the Repository provides it)."""
-
-    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None: ...
-    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
-    def append_steps(
-        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
-    ) -> None: ...
-    def transition(
-        self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
-    ) -> bool: ...
-    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None: ...
-
-
-@dataclass(frozen=True)
-class Limits:
-    step_timeout_s: float
-    total_timeout_s: float
 
 
 class Executor:
@@ -260,6 +239,8 @@ class Executor:
             self._write(agent, state, [*rows, *observations], step_count=state.next_step + 1)
             state.next_step += 1
             return None
+        if len(self._delegated(agent, acts)) == len(acts):  # written with the children
+            return self._observe(agent, tools, strategy, state, acts, should_stop, unwritten=rows)
         self._write(agent, state, rows, step_count=state.next_step + 1)
         return self._observe(agent, tools, strategy, state, acts, should_stop)
 
@@ -284,9 +265,11 @@ class Executor:
         return None
 
     def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: LoopState,
-                 acts: list[Step], should_stop: Callable[[], bool]) -> Agent | None:
-        """Run the ACTs' calls and write their OBSERVEs; the agent as it now WAITS when
-        calls of its delegates started children (delegation/service.py), else None."""
+                 acts: list[Step], should_stop: Callable[[], bool], *,
+                 unwritten: list[Step] | None = None) -> Agent | None:
+        """Run the ACTs' calls and write their OBSERVEs (after the iteration's `unwritten`
+        rows, when calls of delegates are all it has); the agent as it now WAITS when calls
+        of its delegates started children (delegation/service.py), else None."""
         delegated = self._delegated(agent, acts)
         ran = [act for act in acts if act not in delegated]
         if ran:
@@ -294,16 +277,18 @@ class Executor:
                                        should_stop=should_stop)
             self._write(agent, state, observations, step_count=acts[0].step + 1)
         if delegated and self.delegation is not None:
-            settled = self.delegation.settle(agent, delegated, seq=state.next_seq,
-                                             answer_for=lambda act: self.approvals.answer_for(agent, act))
+            before = unwritten or []
+            settled = self.delegation.settle(
+                agent, delegated, seq=state.next_seq + len(before), before=before,
+                answer_for=lambda act: self.approvals.answer_for(agent, act))
             if settled.lost:
                 raise StaleAttempt(f"agent {agent.id} is no longer RUNNING under attempt {agent.attempt}")
-            if settled.waiting is not None:
-                for row in settled.observations:
-                    self.timings.step(row.type.value)
-                self.events.publish_steps(settled.waiting, settled.observations, status=True)
+            rows = [*before, *settled.observations]
+            if settled.waiting is None:
+                self._write(agent, state, rows, step_count=acts[0].step + 1)
+            else:  # written with the wait (delegation/service.py): told, and the attempt ends
+                self._told(settled.waiting, rows)
                 return settled.waiting
-            self._write(agent, state, settled.observations, step_count=acts[0].step + 1)
         state.next_step = acts[0].step + 1
         state.pending_acts = []
         return None
@@ -373,10 +358,14 @@ class Executor:
     def _wait(self, agent: Agent, state: LoopState, rows: list[Step], act: Step) -> Agent | None:
         """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
         if (waiting := wait(self.store, agent, rows, act)) is not None:
-            for row in rows:
-                self.timings.step(row.type.value)
-            self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
+            self._told(waiting, rows)
         return waiting
+
+    def _told(self, waiting: Agent, rows: list[Step]) -> None:
+        """Count and publish the rows written with a wait; the API sends `waiting`."""
+        for row in rows:
+            self.timings.step(row.type.value)
+        self.events.publish_steps(waiting, rows, status=True)
 
     def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
         """Write the end `done` (its usage counting `rows`) with `rows`, and tell it."""

@@ -1,11 +1,14 @@
-"""Where an agent's loop stands, rebuilt from its persisted steps alone (executor.py)."""
+"""What the ReACT loop (executor.py) stands on: where an agent stands, rebuilt from its
+persisted steps alone; its time limits; and what it needs of the store."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from jarvis_agents.lifecycle import Step, StepType, Usage
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, StepType, Usage
 
 
 @dataclass
@@ -35,3 +38,23 @@ class LoopState:
                 if step.usage is not None:
                     total = total + step.usage
         return total
+
+
+class StepStore(Protocol):
+    """What the loop needs of persistence (the Repository provides it)."""
+
+    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None: ...
+    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
+    def append_steps(
+        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
+    ) -> None: ...
+    def transition(
+        self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
+    ) -> bool: ...
+    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    step_timeout_s: float
+    total_timeout_s: float

@@ -81,11 +81,12 @@ class Delegation:
         return [act for act in acts if delegate_of(agent, act) is not None]
 
     def settle(self, agent: Agent, acts: Sequence[Step], *, seq: int,
-               answer_for: Callable[[Step], Answer | None]) -> Settled:
+               answer_for: Callable[[Step], Answer | None], before: Sequence[Step] = ()) -> Settled:
         """Answer the calls `acts` from their children that have ended, or start those
         not started and park the caller until all have ended. Refused calls (a depth
         past the limit, no goal, an assistant gone, a person's denial) are answered at
-        once. OBSERVE rows are numbered from `seq`."""
+        once. OBSERVE rows are numbered from `seq`; a wait writes the rows `before` them
+        (the iteration's, when not written yet) with them."""
         existing = {child.caller_call_id: child for child in self.rows.children(agent.id)}
         told: dict[str, str] = {}
         started: list[Agent] = []
@@ -112,8 +113,8 @@ class Delegation:
             return Settled(rows)
         now = utcnow()
         waiting_for = waits_on(awaited)
-        if not self.rows.start(agent, children=started, waiting_for=waiting_for, steps=rows,
-                               now=now):
+        if not self.rows.start(agent, children=started, waiting_for=waiting_for,
+                               steps=[*before, *rows], now=now):
             return Settled([], lost=True)
         for child in started:
             self._enqueue(child)
@@ -171,12 +172,12 @@ class Delegation:
         awaited = child_ids(caller.waiting_for)
         if caller.status is not AgentStatus.WAITING or not awaited:
             return None
-        ended = self.repository.get_many(awaited)
-        if len(ended) < len(awaited) or not all(child.is_terminal for child in ended):
+        children = self.rows.children(caller.id)
+        ended = {child.id for child in children if child.is_terminal}
+        if not ended.issuperset(awaited):
             return None
         # Every child it ever had has ended: its descendants' usage is final.
-        descendants = sum((child.usage + child.descendants_usage
-                           for child in self.rows.children(caller.id)), Usage())
+        descendants = sum((child.usage + child.descendants_usage for child in children), Usage())
         now = utcnow()
         waited_ms = caller.waited_ms + max(0, int((now - (caller.updated_at or now))
                                                   .total_seconds() * 1000))

@@ -18,7 +18,7 @@ from jarvis_agents.dispatch import MemoryDispatcher
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
-from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, StepType, utcnow
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, StepType, utcnow
 from jarvis_agents.llm.scripted import ScriptedChatModel
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -92,28 +92,29 @@ def test_the_delegate_is_a_tool_the_model_is_shown(team: Team) -> None:
     assert listed["ask_researcher"].input_schema["required"] == ["goal"]
 
 
-def test_a_crash_before_the_children_are_made_makes_each_once_on_resume(
+def test_a_crash_before_the_wait_leaves_nothing_and_the_resume_makes_the_child_once(
         team: Team, monkeypatch: pytest.MonkeyPatch) -> None:
     caller = team.caller()
     start = team.store.delegation.start
 
     def crash(*args: Any, **kwargs: Any) -> bool:
-        raise DependencyUnavailable("the database went away")  # after the ACT, before the wait
+        raise DependencyUnavailable("the database went away")  # before the wait commits
 
     monkeypatch.setattr(team.store.delegation, "start", crash)
     with pytest.raises(DependencyUnavailable):
         team.run(caller.id)
+    # The ACT is written with the children and the wait: none of them is.
     assert team.store.delegation.children(caller.id) == []
-    acts = [s for s in team.store.steps_after(caller.id) if s.type is StepType.ACT]
-    assert [a.tool for a in acts] == ["ask_researcher"]
+    assert team.store.steps_after(caller.id) == []
 
     monkeypatch.setattr(team.store.delegation, "start", start)
     lost = team.store.get(caller.id)  # RUNNING under the attempt that died: queued again
     team.store.add(replace(lost, status=AgentStatus.PENDING))  # type: ignore[type-var]
     waiting = team.run(caller.id)
     assert waiting is not None and waiting.status is AgentStatus.WAITING
+    [act] = [s for s in team.store.steps_after(caller.id) if s.type is StepType.ACT]
     [child] = team.store.delegation.children(caller.id)
-    assert child.goal == "Find the boiling point" and child.caller_call_id == acts[0].call_id
+    assert child.goal == "Find the boiling point" and child.caller_call_id == act.call_id
     assert [q.agent_id for q in team.dispatcher.queued] == [child.id]
 
     assert team.run(child.id).status is AgentStatus.COMPLETED  # type: ignore[union-attr]
@@ -124,6 +125,22 @@ def test_a_crash_before_the_children_are_made_makes_each_once_on_resume(
     observed = [s.content for s in team.store.steps_after(caller.id) if s.type is StepType.OBSERVE]
     assert observed == ["100 C"]
     assert done.usage.model_calls == 2 and team.store.get(caller.id).descendants_usage.model_calls == 1  # type: ignore[union-attr]
+
+
+def test_an_act_written_without_its_child_gets_it_once(team: Team) -> None:
+    """A call's ACT persisted, then the worker lost (as after a person approved the call,
+    or beside a tool of its own): the next attempt starts the child, once."""
+    caller = team.caller()
+    claimed = team.store.claim(caller.id)
+    assert claimed is not None
+    act = Step(1, 0, StepType.ACT, "Find the boiling point", tool="ask_researcher", call_id="call_1")
+    team.store.append_steps(caller.id, claimed.attempt, [act], step_count=1)
+    team.store.add(replace(team.store.get(caller.id), status=AgentStatus.PENDING))  # type: ignore[type-var]
+    waiting = team.run(caller.id)
+    assert waiting is not None and waiting.status is AgentStatus.WAITING
+    [child] = team.store.delegation.children(caller.id)
+    assert child.caller_call_id == "call_1"
+    assert [s.seq for s in team.store.steps_after(caller.id)] == [1]
 
 
 def test_two_wakes_of_one_caller_resume_it_once(team: Team) -> None:
