@@ -131,7 +131,10 @@ export function doingAfter(name, data) {
  * latest event said it does (`doing`). */
 export function activity(agent, doing) {
   if (!agent || TERMINAL.has(agent.status)) return null;
-  if (agent.status === "WAITING") return "Waiting for your approval…";
+  if (agent.status === "WAITING") {
+    const onAgents = agent.waiting_for && agent.waiting_for.kind === "agents";
+    return onAgents ? "Waiting on the agents it called…" : "Waiting for your approval…";
+  }
   if (agent.status === "PENDING") return "Waiting for a worker…";
   return doing ?? "Thinking…";
 }

@@ -232,7 +232,8 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent
                     if event.event == "done":
                         done = data
                         break
-                    if event.event == "waiting" and on_waiting is not None:
+                    # A wait on the agents it called (no call to approve) is only shown.
+                    if event.event == "waiting" and on_waiting is not None and not data.get("agent_ids"):
                         if renderer is not None:
                             renderer.stop()  # no spinner over the question
                         on_waiting(data)

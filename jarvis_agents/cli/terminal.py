@@ -83,7 +83,7 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
     if kind in ("THINK", "ACT", "OBSERVE", "ERROR"):
         return "thinking…"
     if kind == "WAITING":
-        return "waiting for approval…"
+        return "waiting on the agents it called…" if data.get("agent_ids") else "waiting for approval…"
     return None  # FINAL, CANCELLED, done
 
 

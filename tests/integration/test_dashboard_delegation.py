@@ -22,7 +22,9 @@ pytest_plugins = [
 
 def test_a_callers_step_links_to_its_child_and_the_child_back(page: Any, live_stack: LiveStack) -> None:
     responder = live_stack.fake.responder
-    live_stack.fake.responder = Team()
+    team = Team()
+    team.gate.clear()  # the researcher waits: the boss is seen WAITING on it first
+    live_stack.fake.responder = team
     try:
         key = live_stack.api.user()
         with live_stack.api.client(key) as http:
@@ -34,6 +36,10 @@ def test_a_callers_step_links_to_its_child_and_the_child_back(page: Any, live_st
             boss = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss"}).json()
         sign_in(page, key)
         page.locator(".agent-row", has_text="What boils?").click()
+        expect(page.locator("#agent-status")).to_have_text("WAITING")
+        expect(page.locator("#agent-waiting-text")).to_have_text("Waiting on the agents it called…")
+        expect(page.locator("#approval")).to_be_hidden()
+        team.gate.set()
         expect(page.locator("#agent-status")).to_have_text("COMPLETED")
         link = page.locator('[data-testid="child-link"]')
         expect(link).to_have_count(1)
@@ -44,4 +50,5 @@ def test_a_callers_step_links_to_its_child_and_the_child_back(page: Any, live_st
         origin.locator("a").click()
         expect(page.locator("#agent-goal")).to_have_text("What boils?")
     finally:
+        team.gate.set()
         live_stack.fake.responder = responder

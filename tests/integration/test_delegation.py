@@ -3,6 +3,7 @@ process, PostgreSQL, Redis, a Celery worker and a scripted model server."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -214,6 +215,22 @@ def test_the_readmes_boss_and_researcher_on_the_demo_model(stack):
         assert goals == ["What is 1234 * 902?", "What time is it in Tokyo?"]
         acts = [s for s in steps(http, boss["id"]) if s["type"] == "ACT"]
         assert [a["step"] for a in acts] == [0, 0]  # one reply, two calls: they fanned out
+
+
+def test_a_child_with_an_output_schema_is_observed_as_its_output(stack):
+    stack.fake.responder = Team()
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}},
+              "required": ["answer"]}
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "analyst", output_schema=schema)
+        assistant(http, "boss", delegates=["analyst"])
+        boss = http.post("/api/v1/agents", json={"goal": "Analyse", "assistant": "boss"}).json()
+        done = ended(http, boss["id"])
+        [child] = children(http, boss["id"])
+        assert child["output"] == {"answer": Team().questions[0]}, child["error"]
+        observed = next(s for s in steps(http, boss["id"]) if s["type"] == "OBSERVE")
+        assert observed["content"] == json.dumps(child["output"]) != child["final_answer"]
+        assert done["status"] == "COMPLETED"
 
 
 def test_the_list_of_children_is_the_callers_own(stack):

@@ -6,6 +6,7 @@ tool calling or the text protocol alike.
   then answers with what came back;
 - `researcher` answers `researched: <goal>`, once `Team.gate` is open;
 - `chain` asks `chain` again until its call is refused, then answers with what it got;
+- `analyst` answers `{"answer": <goal's first line>}` as JSON, loosely spaced;
 - `failer` calls a tool when it has one step: it FAILS at the step limit;
 - any other agent answers `42` at once.
 """
@@ -47,6 +48,9 @@ class Team:
         if role("researcher") in system:
             self.gate.wait(60)
             return answer(f"researched: {goal}", native=native, usage=RESEARCHER_USAGE)
+        if role("analyst") in system:  # its output_schema wants {"answer": str}
+            asked = goal.splitlines()[0]  # the schema is said after the goal
+            return answer('{ "answer" :  ' + json.dumps(asked) + " }", native=native)
         if role("failer") in system:
             return call("calculate", ["1+1"], native=native, usage=RESEARCHER_USAGE)
         if role("chain") in system:
