@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, exists, insert, select, update
+from sqlalchemy import Engine, String, and_, cast, exists, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -78,6 +78,8 @@ class DelegationRows:
         rows = self._read(
             select(*AGENT_READ).where(
                 agents.c.status == AgentStatus.WAITING.value,
+                # Not one waiting for a person after earlier calls (as the JSON is written).
+                cast(agents.c.waiting_for, String).like('%"kind": "agents"%'),
                 exists().where(child.c.caller_id == agents.c.id),
                 ~exists().where(and_(child.c.caller_id == agents.c.id,
                                      child.c.status.not_in(_ENDED))),

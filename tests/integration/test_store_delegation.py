@@ -70,6 +70,17 @@ def test_the_sweeper_finds_ended_waits_and_orphans(repository: Repository) -> No
                                      stop_reason=StopReason.CANCELLED)
     assert caller.id in {a.id for a in repository.delegation.ended_waits()}
 
+    # A caller that called earlier and now waits for a person is not one.
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
+    approving = running(repository, user.id)
+    assert repository.delegation.start(approving, children=[child_of(approving, "call_z")],
+                                       waiting_for={"call_id": "call_y", "tool": "calculate",
+                                                    "input": "1"}, steps=[], now=utcnow())
+    [done] = repository.delegation.children(approving.id)
+    assert repository.transition(done.id, AgentStatus.PENDING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    assert approving.id not in {a.id for a in repository.delegation.ended_waits()}
+
     other, others = parked(repository)
     assert repository.transition(other.id, AgentStatus.WAITING, AgentStatus.CANCELLED,
                                  stop_reason=StopReason.CANCELLED)
