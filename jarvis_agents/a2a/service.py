@@ -209,7 +209,8 @@ def settle(follower: Follower, *, still_wanted: Callable[[], bool]) -> bool:
     up (`still_wanted` said no on an idle tick, or the process is stopping)."""
     with follower:
         for told in follower:
-            if isinstance(told, Ended | Waiting):
+            # A wait on the agents it called is not input required: the wait goes on.
+            if isinstance(told, Ended) or (isinstance(told, Waiting) and not told.data.get("agent_ids")):
                 return True
             if told is IDLE and not still_wanted():
                 return False

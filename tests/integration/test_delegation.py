@@ -233,6 +233,30 @@ def test_a_child_with_an_output_schema_is_observed_as_its_output(stack):
         assert done["status"] == "COMPLETED"
 
 
+def test_an_a2a_client_of_a_caller_sees_it_working_while_it_waits_on_its_child(stack):
+    from a2a.types.a2a_pb2 import TaskState
+
+    from tests.support.a2a_client import A2A, message
+
+    team = Team()
+    team.gate.clear()
+    stack.fake.responder = team
+    key = stack.api.user()
+    with stack.api.client(key) as http:
+        assistant(http, "researcher")
+        assistant(http, "boss", delegates=["researcher"])
+    with A2A(stack.api.url, key) as a2a:
+        task = a2a.send(message("What boils?", assistant="boss"), return_immediately=True)
+        with stack.api.client(key) as http:
+            wait_until(lambda: http.get(f"/api/v1/agents/{task.id}").json()["status"] == "WAITING")
+        assert a2a.get(task.id).status.state == TaskState.TASK_STATE_WORKING
+        team.gate.set()
+        # A blocking send on it would have answered INPUT_REQUIRED; it ends instead.
+        wait_until(lambda: a2a.get(task.id).status.state == TaskState.TASK_STATE_COMPLETED)
+        blocking = a2a.send(message("What boils?", assistant="boss"))
+        assert blocking.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 def test_the_list_of_children_is_the_callers_own(stack):
     with stack.api.client(stack.api.user()) as http:
         mine = http.post("/api/v1/agents", json={"goal": "Anything"}).json()
