@@ -125,6 +125,9 @@ class LiveRenderer:
                 self.shown_errors.add(content.strip())
             if kind == "FINAL":
                 self.final_answer = content
+        elif kind == "WAITING" and data.get("agent_ids"):
+            self.console.print(Text(_label("WAITING") + "on the agents it called: "
+                                    + ", ".join(data["agent_ids"]), style="magenta"))
         elif kind == "WAITING":
             call = f"{data.get('tool')}({json.dumps(data.get('input'), ensure_ascii=False)})"
             self.console.print(Text(_label("WAITING") + f"{call} needs an approval",

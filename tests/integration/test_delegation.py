@@ -257,6 +257,29 @@ def test_an_a2a_client_of_a_caller_sees_it_working_while_it_waits_on_its_child(s
         assert blocking.status.state == TaskState.TASK_STATE_COMPLETED
 
 
+def test_run_shows_the_caller_waiting_on_its_children_and_asks_nothing(stack):
+    team = Team()
+    team.gate.clear()
+    stack.fake.responder = team
+    key = stack.api.user()
+    with stack.api.client(key) as http:
+        assistant(http, "researcher")
+        assistant(http, "boss", delegates=["researcher"])
+        run = subprocess.Popen(
+            [sys.executable, "-m", "jarvis_agents.cli", "run", "--assistant", "boss", "What boils?"],
+            env=cli_env(JARVIS_URL=stack.api.url, JARVIS_API_KEY=key), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: any(a["status"] == "WAITING" for a in
+                                   http.get("/api/v1/agents").json()["agents"]))
+        finally:
+            team.gate.set()
+        out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    assert "WAITING  on the agents it called: " in out and "approve" not in out + err
+    assert "The team says: researched: Find the boiling point of water" in out
+
+
 def test_the_list_of_children_is_the_callers_own(stack):
     with stack.api.client(stack.api.user()) as http:
         mine = http.post("/api/v1/agents", json={"goal": "Anything"}).json()
