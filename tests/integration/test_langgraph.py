@@ -1,0 +1,144 @@
+"""LangGraph's SDK (README, LangGraph SDK), driven by `langgraph_sdk` itself against a real
+API and worker: assistants, threads and their state, runs and their statuses, shapes
+checked against `langgraph_sdk.schema`'s types and LangChain's own message parser."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, convert_to_messages
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import AuthenticationError, ConflictError, NotFoundError
+from langgraph_sdk.schema import Assistant, Run, Thread, ThreadState
+
+from tests.support.api_server import wait_until
+from tests.support.live_stack import LiveStack
+
+pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]
+pytestmark = pytest.mark.integration
+
+GOAL = "What is 1234 * 902?"
+ANSWER = "1113068"
+RUN_STATUSES = typing.get_args(typing.get_type_hints(Run)["status"])
+
+
+def human(text: str) -> dict:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def assert_shape(value: dict, shape: type) -> None:
+    """Every key the SDK's TypedDict requires is there (its hints say which are not)."""
+    hints = typing.get_type_hints(shape, include_extras=True)
+    required = {k for k, hint in hints.items() if typing.get_origin(hint) is not typing.NotRequired}
+    missing = required - set(value)
+    assert not missing, f"{shape.__name__} lacks {missing}"
+
+
+@pytest.fixture(scope="module")
+def client(live_stack: LiveStack):
+    with get_sync_client(url=f"{live_stack.url}/langgraph", api_key=live_stack.api_key) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+def fresh(live_stack: LiveStack):
+    """A client of a user of its own (listings start empty)."""
+    key = live_stack.api.user()
+    with get_sync_client(url=f"{live_stack.url}/langgraph", api_key=key) as sdk:
+        yield sdk
+
+
+def test_assistants_search_and_get_are_ours_of_graph_agent(live_stack: LiveStack, fresh):
+    found = fresh.assistants.search()
+    assert [a["name"] for a in found] == ["agent"]
+    for assistant in found:
+        assert_shape(assistant, Assistant)
+        assert assistant["graph_id"] == "agent"
+    assert fresh.assistants.get("agent")["assistant_id"] == found[0]["assistant_id"]
+    assert fresh.assistants.get(found[0]["assistant_id"])["name"] == "agent"
+    assert fresh.assistants.search(graph_id="other") == []
+    with pytest.raises(NotFoundError):
+        fresh.assistants.get("nobody-has-this")
+
+
+def test_a_key_in_x_api_key_is_needed(live_stack: LiveStack):
+    for key in ("not-a-key", None):
+        with (get_sync_client(url=f"{live_stack.url}/langgraph", api_key=key) as wrong,
+              pytest.raises(AuthenticationError)):
+            wrong.assistants.search()
+
+
+def test_a_run_waited_for_gives_the_threads_messages(client):
+    thread = client.threads.create(metadata={"purpose": "test"})
+    assert_shape(thread, Thread)
+    assert thread["status"] == "idle" and thread["metadata"] == {"purpose": "test"}
+    values = client.runs.wait(thread["thread_id"], "agent", input=human(GOAL))
+    messages = convert_to_messages(values["messages"])
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert messages[0].content == GOAL
+    assert messages[1].tool_calls[0]["name"] == "calculate"
+    assert messages[2].tool_call_id == messages[1].tool_calls[0]["id"]
+    assert messages[3].content == ANSWER
+
+    state = client.threads.get_state(thread["thread_id"])
+    assert_shape(state, ThreadState)
+    assert state["values"]["messages"] == values["messages"] and state["next"] == []
+    got = client.threads.get(thread["thread_id"])
+    assert got["status"] == "idle" and got["values"]["messages"] == values["messages"]
+
+    again = client.runs.wait(thread["thread_id"], "agent", input=human("and again?"))
+    assert again["messages"][:4] == values["messages"]  # the thread goes on
+    assert again["messages"][4]["content"] == "and again?"
+    history = client.threads.get_history(thread["thread_id"])
+    assert [len(s["values"]["messages"]) for s in history] == [len(again["messages"]), 4]
+    assert history[0]["parent_checkpoint"]["checkpoint_id"] == history[1]["checkpoint"]["checkpoint_id"]
+
+
+def test_threads_search_lists_the_users_threads_and_filters(fresh):
+    made = fresh.threads.create(metadata={"team": "red"})
+    run = fresh.runs.wait(None, "agent", input=human(GOAL))
+    assert run["messages"][-1]["content"] == ANSWER
+    listed = fresh.threads.search()
+    assert len(listed) == 2 and made["thread_id"] in {t["thread_id"] for t in listed}
+    assert [t["thread_id"] for t in fresh.threads.search(metadata={"team": "red"})] == [
+        made["thread_id"]]
+    assert [t["thread_id"] for t in fresh.threads.search(status="idle", limit=1)]
+    with pytest.raises(NotFoundError):
+        fresh.threads.get("00000000-0000-0000-0000-000000000000")
+
+
+def test_runs_create_get_list_join_and_statuses(client):
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "agent", input=human(GOAL))
+    assert_shape(run, Run)
+    assert run["status"] in ("pending", "running")
+    assert set(RUN_STATUSES) >= {"pending", "running", "success", "error", "interrupted"}
+    values = client.runs.join(thread["thread_id"], run["run_id"])
+    assert values["messages"][-1]["content"] == ANSWER
+    got = client.runs.get(thread["thread_id"], run["run_id"])
+    assert got["status"] == "success" and got["thread_id"] == thread["thread_id"]
+    assert [r["run_id"] for r in client.runs.list(thread["thread_id"])] == [run["run_id"]]
+
+
+def test_reject_is_a_409_and_cancel_interrupts(client):
+    thread = client.threads.create()
+    slow = client.runs.create(thread["thread_id"], "agent", input=human("slow: " + GOAL))
+    with pytest.raises(ConflictError):
+        client.runs.create(thread["thread_id"], "agent", input=human(GOAL))
+    client.runs.cancel(thread["thread_id"], slow["run_id"])
+    wait_until(lambda: client.runs.get(thread["thread_id"], slow["run_id"])["status"]
+               == "interrupted")
+    with pytest.raises(ConflictError):
+        client.runs.cancel(thread["thread_id"], slow["run_id"])
+
+
+def test_another_users_runs_and_threads_are_not_found(client, fresh):
+    thread = client.threads.create()
+    run = client.runs.create(thread["thread_id"], "agent", input=human(GOAL))
+    with pytest.raises(NotFoundError):
+        fresh.threads.get(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        fresh.runs.get(thread["thread_id"], run["run_id"])
+    with pytest.raises(NotFoundError):
+        fresh.runs.create(thread["thread_id"], "agent", input=human(GOAL))
