@@ -126,6 +126,19 @@ class WorkerComponents:
         self.redis.close()
 
 
+def langgraph_queue(repository: Repository, settings: Settings, dispatcher: Dispatcher,
+                    events: Any) -> Any:
+    """The duty that starts LangGraph runs enqueued behind a thread's active one once
+    their turn has come (jarvis_agents/langgraph/runs.py)."""
+    from jarvis_agents.langgraph.runs import LangGraphRuns
+    from jarvis_agents.service import AgentService
+    from jarvis_agents.store.langgraph import LangGraphStore
+
+    agents = AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
+                          events=events, tool_names=())
+    return LangGraphRuns(agents, LangGraphStore(repository.engine)).start_due
+
+
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     """A worker's pieces."""
     from jarvis_agents import tracing
@@ -174,6 +187,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,
+        duties=(langgraph_queue(repository, settings, dispatcher, events),),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
