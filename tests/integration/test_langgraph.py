@@ -5,6 +5,7 @@ checked against `langgraph_sdk.schema`'s types and LangChain's own message parse
 from __future__ import annotations
 
 import typing
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, convert_to_messages
@@ -142,3 +143,58 @@ def test_another_users_runs_and_threads_are_not_found(client, fresh):
         fresh.runs.get(thread["thread_id"], run["run_id"])
     with pytest.raises(NotFoundError):
         fresh.runs.create(thread["thread_id"], "agent", input=human(GOAL))
+
+
+def test_enqueued_runs_take_their_turns_in_arrival_order(live_stack: LiveStack, client):
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+    active = client.runs.create(tid, "agent", input=human("slow: " + GOAL))
+    goals = ["first?", "second?"]
+    with ThreadPoolExecutor(2) as pool:  # two creates at once
+        made = dict(zip(goals, pool.map(lambda goal: client.runs.create(
+            tid, "agent", input=human(goal), multitask_strategy="enqueue"), goals), strict=True))
+    assert [r["status"] for r in made.values()] == ["pending", "pending"]
+    goal_of = {r["run_id"]: goal for goal, r in made.items()}
+    listed = client.runs.list(tid)  # newest first
+    assert listed[-1]["run_id"] == active["run_id"]
+    arrived = [goal_of[r["run_id"]] for r in reversed(listed) if r["run_id"] in goal_of]
+    with live_stack.api.client(live_stack.api_key) as rest:
+        # Not an agent yet: nothing holds a worker while it waits its turn.
+        assert rest.get(f"/api/v1/agents/{made[arrived[0]]['run_id']}").status_code == 404
+    done = client.runs.join(tid, made[arrived[1]]["run_id"])
+    told = [m["content"] for m in done["messages"] if m["type"] == "human"]
+    assert told == ["slow: " + GOAL, *arrived]  # the thread took them in arrival order
+    for run in (active, made[arrived[0]]):
+        assert client.runs.get(tid, run["run_id"])["status"] == "success"
+
+
+def test_an_interrupt_is_our_approval_and_command_resume_answers_it(live_stack: LiveStack, client):
+    with live_stack.api.client(live_stack.api_key) as rest:
+        rest.post("/api/v1/assistants", json={"name": "careful", "approve_tools": ["calculate"]})
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+    paused = client.runs.wait(tid, "careful", input=human(GOAL))
+    (interrupt,) = paused["__interrupt__"]
+    assert interrupt["value"]["tool"] == "calculate"
+    assert client.threads.get(tid)["status"] == "interrupted"
+    state = client.threads.get_state(tid)
+    assert state["next"] == ["agent"] and state["interrupts"][0]["id"] == interrupt["id"]
+    (run,) = client.runs.list(tid)
+    assert run["status"] == "interrupted"
+    with pytest.raises(ConflictError):  # the thread is not free while it waits
+        client.runs.create(tid, "careful", input=human(GOAL))
+
+    resumed = client.runs.wait(tid, "careful", command={"resume": {"approve": True}})
+    assert resumed["messages"][-1]["content"] == ANSWER and "__interrupt__" not in resumed
+    assert client.threads.get(tid)["status"] == "idle"
+
+    denied_thread = client.threads.create()["thread_id"]
+    client.runs.wait(denied_thread, "careful", input=human(GOAL))
+    parts = list(client.runs.stream(denied_thread, "careful", stream_mode="updates",
+                                    command={"resume": {"approve": False, "reason": "no"}}))
+    assert parts[-1].event == "end" and parts[-1].data["status"] == "success"
+    tools = [m for p in parts if p.event == "updates" for m in p.data.get("tools", {}).get(
+        "messages", [])]
+    assert tools[0]["content"].startswith("denied")
+    with pytest.raises(ConflictError):  # nothing waits any more
+        client.runs.create(denied_thread, "careful", command={"resume": {"approve": True}})
