@@ -5,6 +5,9 @@ connection was cut, with every step once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -96,3 +99,13 @@ def test_join_stream_with_last_event_id_replays_only_what_came_after(client):
                                         stream_mode="updates", last_event_id=ids[0]))
     assert [p.id for p in rest if p.event == "updates"] == ids[1:]
     assert rest[-1].event == "end"
+
+
+def test_the_example_streams_a_run(live_stack: LiveStack):
+    root = Path(__file__).resolve().parents[2]
+    example = subprocess.run(
+        [sys.executable, "examples/langgraph_client.py", GOAL], env=live_stack.client_env(),
+        cwd=root, check=False, capture_output=True, text=True, timeout=60)
+    assert example.returncode == 0, example.stdout + example.stderr
+    assert "[agent] ai: calculate(" in example.stdout
+    assert f"answer: {ANSWER}" in example.stdout and ": success" in example.stdout
