@@ -22,6 +22,7 @@ from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.langgraph import LangGraph, RunView
 from jarvis_agents.langgraph.requests import run_request
 from jarvis_agents.langgraph.threads import thread_uuid
+from jarvis_agents.lifecycle import Agent
 from jarvis_agents.store.langgraph import LangGraphStore
 
 PREFIX = "/langgraph"
@@ -172,16 +173,26 @@ def join_run(raw_id: str, run_id: str) -> Response:
 def _values(view: RunView) -> Response:
     """The thread's values once the run has ended or is interrupted; `Location` is where
     a client whose connection dropped reads them again (the SDK does)."""
-    settled = _settled(view) if not view.ended else view
-    response = jsonify(lg().values(current_user().id, settled or view))
+    user_id = current_user().id
+    agent = _settled(view)
+    if agent is not None:
+        values = lg().values(user_id, agent)
+    elif lg().runs.get(user_id, None, view.run_id).ended:  # cancelled before its turn
+        values = lg().threads.state(user_id, view.thread_id)["values"]
+    else:  # the caller has gone, or the server is stopping
+        raise RequestError("the run has not ended: join it again", code="not_ended")
+    response = jsonify(values)
     response.headers["Location"] = f"{run_path(view)}/join"
     response.headers["Content-Location"] = f"{PREFIX}/threads/{view.thread_id}/runs/{view.run_id}"
     return response
 
 
-def _settled(view: RunView) -> RunView | None:
-    """Held like a long-poll: one of the user's stream slots, and watched for its key
-    being revoked and for the caller hanging up."""
+def _settled(view: RunView) -> Agent | None:
+    """The run's agent once it has ended or is interrupted. Held like a long-poll: one
+    of the user's stream slots, and watched for its key being revoked and for the
+    caller hanging up (None then)."""
+    if view.ended and view.agent is not None:
+        return view.agent
     context = ctx()
     user_id = current_user().id
     hangup = Hangup(request.environ)
@@ -189,9 +200,9 @@ def _settled(view: RunView) -> RunView | None:
         def wanted() -> bool:
             return key.valid() and not hangup() and not context.shutting_down
 
-        started = lg().agent_of(user_id, view, still_wanted=wanted, tick_s=context.timing.tick_s)
+        timing = context.timing
+        started = lg().agent_of(user_id, view, still_wanted=wanted, tick_s=timing.tick_s)
         if started is None or started.agent is None:
-            return started
-        follower = lg().follow(user_id, started, subscriber=context.hub,
-                               tick_s=context.timing.tick_s)
-        return lg().settled(user_id, started, follower, still_wanted=wanted)
+            return None
+        return lg().settled(user_id, started, subscriber=context.hub, still_wanted=wanted,
+                            tick_s=timing.tick_s, recheck_s=timing.recheck_s)

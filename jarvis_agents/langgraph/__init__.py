@@ -15,16 +15,19 @@ from collections.abc import Callable
 from typing import Any
 
 from jarvis_agents.assistants import Assistant
-from jarvis_agents.errors import NotFound
-from jarvis_agents.events import IDLE, Ended, Follower, Subscriber, Waiting
+from jarvis_agents.errors import NotFound, RequestError
+from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Follower, Message, Subscriber
 from jarvis_agents.langgraph.messages import Conversation
 from jarvis_agents.langgraph.runs import LangGraphRuns
-from jarvis_agents.langgraph.shapes import GRAPH_ID, RunView, assistant_json
+from jarvis_agents.langgraph.shapes import GRAPH_ID, RunView, assistant_json, interrupts_of
 from jarvis_agents.langgraph.threads import LangGraphThreads
+from jarvis_agents.lifecycle import Agent, AgentStatus
 from jarvis_agents.service import AgentService
 from jarvis_agents.store.langgraph import LangGraphStore
 
 __all__ = ["LangGraph", "LangGraphRuns", "LangGraphThreads", "RunView"]
+
+SETTLED = {s.value for s in AgentStatus if s.is_terminal} | {AgentStatus.WAITING.value}
 
 
 class LangGraph:
@@ -46,8 +49,6 @@ class LangGraph:
     def search_assistants(self, user_id: uuid.UUID, body: dict[str, Any]) -> list[dict[str, Any]]:
         limit, offset = body.get("limit", 10), body.get("offset", 0)
         if not isinstance(limit, int) or not isinstance(offset, int) or limit < 1 or offset < 0:
-            from jarvis_agents.errors import RequestError
-
             raise RequestError("`limit` must be 1 or more and `offset` 0 or more")
         found: list[Assistant] = self.agents.assistants.list(user_id)
         graph_id, name, metadata = body.get("graph_id"), body.get("name"), body.get("metadata")
@@ -94,31 +95,55 @@ class LangGraph:
                 talk.step(step.to_json())
         return talk
 
-    def settled(self, user_id: uuid.UUID, view: RunView, follower: Follower, *,
-                still_wanted: Callable[[], bool]) -> RunView | None:
-        """The run once its agent has ended or waits for an approval (the thread's next
-        queued run then takes its turn); None when the wait was given up."""
-        with follower:
-            for told in follower:
-                if isinstance(told, Ended | Waiting):
-                    break
-                if told is IDLE and not still_wanted():
+    def settled(self, user_id: uuid.UUID, view: RunView, *, subscriber: Subscriber,
+                still_wanted: Callable[[], bool], tick_s: float, recheck_s: float) -> Agent | None:
+        """The run's agent once it has ended or waits for an approval (the thread's next
+        queued run then takes its turn); None when the wait was given up.
+
+        Woken by the agent's status messages, as REST's `?wait=` is: no step is read
+        while it runs; the store is read again after such a status, and every
+        `recheck_s` in case one was lost."""
+        assert view.agent is not None
+        agent_id = view.agent.id
+        with subscriber.subscribe(AGENT_CHANNEL.format(agent_id)) as subscription:
+            agent = self.agents.get(user_id, agent_id)
+            next_read = time.monotonic() + recheck_s
+            while not _settled(agent):
+                item = subscription.get(tick_s)
+                if item is CLOSED:
                     return None
-            else:
-                return None
-        self.ended(view)
-        return self.runs.get(user_id, None, view.run_id)
+                if isinstance(item, Message):
+                    if item.kind != "status" or item.data.get("status") not in SETTLED:
+                        continue
+                elif not still_wanted():
+                    return None
+                elif time.monotonic() < next_read:
+                    continue
+                agent = self.agents.get(user_id, agent_id)
+                next_read = time.monotonic() + recheck_s
+        self.runs.start_next(view.thread_id)
+        return agent
 
     def ended(self, view: RunView) -> None:
         """A run ended or paused: the thread's next queued run may start now."""
         self.runs.start_next(view.thread_id)
 
-    def values(self, user_id: uuid.UUID, view: RunView) -> dict[str, Any]:
-        """What `runs.wait` and `runs.join` answer: the thread's values after the run."""
-        state = self.threads.state(user_id, view.thread_id)
-        values = dict(state["values"])
-        if state["interrupts"]:
-            values["__interrupt__"] = state["interrupts"]
-        if view.status == "error" and view.agent is not None:
-            values["__error__"] = {"error": "AgentFailed", "message": view.agent.error}
+    def values(self, user_id: uuid.UUID, agent: Agent) -> dict[str, Any]:
+        """What `runs.wait` and `runs.join` answer: the thread's values after the run's
+        agent (its interrupt, or its error, said as LangGraph's server says them)."""
+        # A thread's first agent has no parent: its own messages are the thread's.
+        earlier = ([] if agent.parent_id is None else
+                   [a for a in self.threads.agents_of(user_id, agent.thread_id or agent.id)
+                    if (a.created_at, str(a.id)) < (agent.created_at, str(agent.id))])
+        values: dict[str, Any] = {
+            "messages": self.threads.conversation([*earlier, agent]).messages}
+        interrupts = interrupts_of(agent)
+        if interrupts:
+            values["__interrupt__"] = interrupts
+        if agent.status is AgentStatus.FAILED:
+            values["__error__"] = {"error": "AgentFailed", "message": agent.error}
         return values
+
+
+def _settled(agent: Agent) -> bool:
+    return agent.is_terminal or agent.status is AgentStatus.WAITING

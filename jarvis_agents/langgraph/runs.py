@@ -12,8 +12,11 @@ is free: started by the door that sees the active run end, or else by a worker's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+
+from sqlalchemy.exc import IntegrityError
 
 from jarvis_agents.errors import Conflict, NotFound, RateLimited, RequestError
 from jarvis_agents.langgraph.requests import RunRequest
@@ -40,7 +43,12 @@ class LangGraphRuns:
         if thread_id is not None and self.store.thread(user_id, thread_id) is None:
             if request.if_not_exists != "create":
                 raise NotFound(f"no thread with id {thread_id}", code="thread_not_found")
-            self.store.add_thread(user_id, thread_id, {})
+            try:
+                self.store.add_thread(user_id, thread_id, {})
+            except IntegrityError:  # made meanwhile, or another user's
+                if self.store.thread(user_id, thread_id) is None:
+                    raise NotFound(f"no thread with id {thread_id}",
+                                   code="thread_not_found") from None
         if request.approve is not None:
             if thread_id is None:
                 raise RequestError("a `command.resume` answers an interrupt of a thread: "
@@ -56,7 +64,8 @@ class LangGraphRuns:
                     raise Conflict(
                         f"thread {thread_id} has a run in progress; create this one with "
                         'multitask_strategy "enqueue" to run it next', code="thread_busy")
-                self._cancel_agent(user_id, active)
+                with contextlib.suppress(Conflict):  # it may have ended meanwhile
+                    self._cancel_agent(user_id, active)
         try:
             agent = self._start(user_id, thread_id, request.goal, request.assistant)
         except Conflict:

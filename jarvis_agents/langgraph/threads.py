@@ -28,6 +28,7 @@ from jarvis_agents.service import AgentService
 from jarvis_agents.store.langgraph import QUEUED, LangGraphStore, ThreadRow
 
 PAGE = 100
+SCANNED = 1000  # threads a search by status looks at
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 
 
@@ -76,12 +77,18 @@ class LangGraphThreads:
     def _json(self, user_id: uuid.UUID, row: ThreadRow) -> dict[str, Any]:
         agents = self.agents_of(user_id, row.id)
         last = agents[-1] if agents else None
-        queued = bool(self.store.runs_of_thread(row.id, kind=QUEUED))
         messages = self.conversation(agents).messages
         return thread_json(row.id, created_at=row.created_at, updated_at=row.updated_at,
-                           metadata=row.metadata, status=thread_status(last, queued=queued),
+                           metadata=row.metadata, status=self._status(row.id, last),
                            values={"messages": messages} if agents else {},
                            interrupts=interrupts_of(last), last=last)
+
+    def _status(self, thread_id: uuid.UUID, last: Agent | None) -> str:
+        return thread_status(last, queued=bool(self.store.runs_of_thread(thread_id, kind=QUEUED)))
+
+    def _last(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> Agent | None:
+        page, _ = self.agents.list(user_id, status=None, limit=1, cursor=None, thread_id=thread_id)
+        return page[0] if page else None
 
     def search(self, user_id: uuid.UUID, body: dict[str, Any]) -> list[dict[str, Any]]:
         limit, offset = _page(body)
@@ -101,10 +108,11 @@ class LangGraphThreads:
         if status is None:
             rows = self.store.threads(user_id, ids=ids, limit=limit, offset=offset)
             return [self._json(user_id, row) for row in rows]
-        # A status is known only once a thread is read: filter, then page.
-        found = [self._json(user_id, row)
-                 for row in self.store.threads(user_id, ids=ids, limit=10_000, offset=0)]
-        return [t for t in found if t["status"] == status][offset:offset + limit]
+        # A status is known only once a thread's last agent is read: filter (the
+        # SCANNED threads changed last), then page.
+        rows = [row for row in self.store.threads(user_id, ids=ids, limit=SCANNED, offset=0)
+                if self._status(row.id, self._last(user_id, row.id)) == status]
+        return [self._json(user_id, row) for row in rows[offset:offset + limit]]
 
     def state(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> dict[str, Any]:
         self.row(user_id, thread_id)
@@ -128,8 +136,9 @@ class LangGraphThreads:
             parent = checkpoint_id_of(agents[at - 1]) if at else None
             states.append(state_json(thread_id, list(talk.messages), last=agent, parent=parent))
         states.reverse()
-        before = (body.get("before") or {}).get("checkpoint_id") if isinstance(
-            body.get("before"), dict) else None
+        before = body.get("before")
+        if isinstance(before, dict):  # a checkpoint, or its id
+            before = before.get("checkpoint_id")
         if before:
             ids = [s["checkpoint"]["checkpoint_id"] for s in states]
             states = states[ids.index(before) + 1:] if before in ids else []
