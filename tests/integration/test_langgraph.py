@@ -198,3 +198,29 @@ def test_an_interrupt_is_our_approval_and_command_resume_answers_it(live_stack: 
     assert tools[0]["content"].startswith("denied")
     with pytest.raises(ConflictError):  # nothing waits any more
         client.runs.create(denied_thread, "careful", command={"resume": {"approve": True}})
+
+
+def test_a_queued_run_starts_at_a_workers_sweep_with_nobody_waiting_on_it(client):
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+    active = client.runs.create(tid, "agent", input=human("slow: " + GOAL))
+    queued = client.runs.create(tid, "agent", input=human("next?"), multitask_strategy="enqueue")
+    assert queued["status"] == "pending"
+    # Nothing here waits on it or streams it (runs.get only reads): the worker starts it.
+    wait_until(lambda: client.runs.get(tid, queued["run_id"])["status"] in ("success", "error"),
+               timeout_s=60)
+    assert client.runs.get(tid, active["run_id"])["status"] == "success"
+    goals = [m["content"] for m in client.threads.get_state(tid)["values"]["messages"]
+             if m["type"] == "human"]
+    assert goals == ["slow: " + GOAL, "next?"]
+
+
+def test_a_queued_run_cancelled_before_its_turn_never_runs(client):
+    thread = client.threads.create()
+    tid = thread["thread_id"]
+    active = client.runs.create(tid, "agent", input=human("slow: " + GOAL))
+    queued = client.runs.create(tid, "agent", input=human("never"), multitask_strategy="enqueue")
+    client.runs.cancel(tid, queued["run_id"])
+    assert client.runs.get(tid, queued["run_id"])["status"] == "interrupted"
+    client.runs.join(tid, active["run_id"])
+    assert "never" not in [m["content"] for m in client.threads.get_state(tid)["values"]["messages"]]
