@@ -9,6 +9,7 @@ connection drops, and gets every step once. A stream that drops leaves its run r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -46,7 +47,8 @@ def _create_and_stream(thread_id: uuid.UUID | None) -> Response:
     context = ctx()
     with opening_stream(context) as held:  # before the create: a 429 creates nothing
         view = lg().runs.create(current_user().id, thread_id, run)
-        stream = RunStream(context, view, run.stream_modes, held=held, after=0)
+        stream = RunStream(context, view, run.stream_modes, held=held, after=0,
+                           cancel_on_hangup=run.on_disconnect == "cancel")
     return stream.response()
 
 
@@ -84,8 +86,10 @@ class RunStream:
     """One client's stream of one run."""
 
     def __init__(self, context: ApiContext, view: RunView, modes: tuple[str, ...], *,
-                 held: Held, after: int) -> None:
+                 held: Held, after: int, cancel_on_hangup: bool = False) -> None:
         self.context = context
+        self.cancel_on_hangup = cancel_on_hangup
+        self.finished = False  # `end` has been sent
         self.held = held
         self.view = view
         self.modes = modes
@@ -100,8 +104,18 @@ class RunStream:
                    "Content-Location": self.location.split("/stream?")[0]}
         response = EventStreamResponse(self._events(), status=200,
                                        content_type="text/event-stream", headers=headers)
-        response.call_on_close(self.held.release)
+        response.call_on_close(self.close)
         return response
+
+    def close(self) -> None:
+        """When the response ends, however it ends: with `on_disconnect` "cancel", a
+        client that left before the end cancels the run."""
+        self.held.release()
+        if (not self.cancel_on_hangup or self.finished or self.context.shutting_down
+                or self.held.key.revoked):
+            return
+        with contextlib.suppress(RequestError):  # it ended meanwhile
+            self.lg.runs.cancel(self.user_id, self.view.thread_id, self.view.run_id)
 
     def _wanted(self) -> bool:
         return self.held.key.valid() and not self.hangup() and not self.context.shutting_down
@@ -116,6 +130,7 @@ class RunStream:
         if view is None:
             return
         if view.agent is None:  # cancelled before its turn
+            self.finished = True
             yield frames([Frame("end", {"run_id": str(view.run_id), "status": view.status})])
             return
         events = RunEvents(view, self.lg.conversation(self.user_id, view, after=self.after),
@@ -140,6 +155,7 @@ class RunStream:
                     agent = self.lg.runs.get(self.user_id, None, view.run_id).agent
                     assert agent is not None
                     end = events.ended(agent)
+                    self.finished = True
                     yield frames([*events.waiting(agent), *end] if isinstance(told, Waiting) else end)
                     return
                 elif told is IDLE:

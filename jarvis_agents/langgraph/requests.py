@@ -15,6 +15,7 @@ from jarvis_agents.errors import RequestError
 
 STRATEGIES = ("reject", "enqueue", "interrupt")
 IF_NOT_EXISTS = ("reject", "create")
+ON_DISCONNECT = ("continue", "cancel")
 HUMAN_ROLES = ("human", "user")
 MAX_GOAL_CHARS = 4000  # as a create of the REST API
 
@@ -31,6 +32,7 @@ class RunRequest:
     multitask_strategy: str = "reject"
     if_not_exists: str = "reject"
     stream_modes: tuple[str, ...] = ("values",)
+    on_disconnect: str = "continue"  # a stream's: "cancel" cancels the run when its client goes
 
 
 def _object(body: dict[str, Any], name: str) -> dict[str, Any]:
@@ -110,7 +112,8 @@ def run_request(body: dict[str, Any]) -> RunRequest:
     metadata = _object(body, "metadata")
     common = {"assistant": assistant.strip(), "metadata": metadata, "multitask_strategy": strategy,
               "if_not_exists": _choice(body, "if_not_exists", IF_NOT_EXISTS),
-              "stream_modes": stream_modes(body.get("stream_mode"))}
+              "stream_modes": stream_modes(body.get("stream_mode")),
+              "on_disconnect": _choice(body, "on_disconnect", ON_DISCONNECT)}
     command = _object(body, "command")
     if "resume" in command:
         resume = command["resume"]

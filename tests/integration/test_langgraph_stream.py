@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import convert_to_messages
 from langgraph_sdk import get_sync_client
 
+from tests.support.api_server import wait_until
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.live_stack import LiveStack
 
@@ -109,3 +110,15 @@ def test_the_example_streams_a_run(live_stack: LiveStack):
     assert example.returncode == 0, example.stdout + example.stderr
     assert "[agent] ai: calculate(" in example.stdout
     assert f"answer: {ANSWER}" in example.stdout and ": success" in example.stdout
+
+
+def test_on_disconnect_cancel_cancels_the_run_when_its_client_leaves(client):
+    thread = client.threads.create()
+    for on_disconnect, status in (("cancel", "interrupted"), ("continue", "success")):
+        stream = client.runs.stream(thread["thread_id"], "agent", input=human("slow: " + GOAL),
+                                    stream_mode="updates", on_disconnect=on_disconnect)
+        run_id = next(stream).data["run_id"]
+        stream.close()  # the client leaves
+        wait_until(lambda run_id=run_id: client.runs.get(
+            thread["thread_id"], run_id)["status"] not in ("pending", "running"), timeout_s=30)
+        assert client.runs.get(thread["thread_id"], run_id)["status"] == status
