@@ -23,7 +23,6 @@ from jarvis_agents.langgraph import LangGraph, RunView
 from jarvis_agents.langgraph.requests import run_request
 from jarvis_agents.langgraph.threads import thread_uuid
 from jarvis_agents.lifecycle import Agent
-from jarvis_agents.store.langgraph import LangGraphStore
 
 PREFIX = "/langgraph"
 bp = Blueprint("langgraph", __name__, url_prefix=PREFIX)
@@ -34,8 +33,7 @@ def lg() -> LangGraph:
     """The app's LangGraph use cases, made on first use."""
     extensions = current_app.extensions
     if "langgraph" not in extensions:
-        service = ctx().service
-        extensions["langgraph"] = LangGraph(service, LangGraphStore(service.repository.engine))
+        extensions["langgraph"] = LangGraph.of(ctx().service)
     return extensions["langgraph"]
 
 

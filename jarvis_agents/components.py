@@ -131,13 +131,12 @@ def langgraph_queue(repository: Repository, settings: Settings, dispatcher: Disp
                     events: Any) -> Any:
     """The duty that starts LangGraph runs enqueued behind a thread's active one once
     their turn has come (jarvis_agents/langgraph/runs.py)."""
-    from jarvis_agents.langgraph.runs import LangGraphRuns
+    from jarvis_agents.langgraph import LangGraph
     from jarvis_agents.service import AgentService
-    from jarvis_agents.store.langgraph import LangGraphStore
 
     agents = AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
                           events=events, tool_names=())
-    return LangGraphRuns(agents, LangGraphStore(repository.engine)).start_due
+    return LangGraph.of(agents).runs.start_due
 
 
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:

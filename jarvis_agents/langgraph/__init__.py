@@ -38,6 +38,12 @@ class LangGraph:
         self.threads = LangGraphThreads(agents, store)
         self.runs = LangGraphRuns(agents, store)
 
+    @classmethod
+    def of(cls, agents: AgentService) -> LangGraph:
+        """The use cases over `agents`, keeping threads and queued runs in its database:
+        the door and the worker ask for them here instead of reaching into the store."""
+        return cls(agents, LangGraphStore(agents.repository.engine))
+
     # --- assistants ---------------------------------------------------------------------
 
     def assistant(self, user_id: uuid.UUID, ref: str) -> dict[str, Any]:
