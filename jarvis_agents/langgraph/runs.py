@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from dataclasses import replace
 
 from sqlalchemy.exc import IntegrityError
 
@@ -115,7 +116,7 @@ class LangGraphRuns:
                      created_at=utcnow(), agent_id=agent.id, metadata=request.metadata,
                      multitask_strategy=request.multitask_strategy, after_seq=after_seq)
         self.store.add_run(run)
-        return self._view(run, agent)
+        return self._chain(agent, [run])[-1]
 
     # --- the queue ----------------------------------------------------------------------
 
@@ -146,14 +147,16 @@ class LangGraphRuns:
 
     def get(self, user_id: uuid.UUID, thread_id: uuid.UUID | None, run_id: uuid.UUID) -> RunView:
         run = self.store.run(user_id, run_id)
-        if run is not None:
-            agent = self.agents.repository.get(run.agent_id, user_id=user_id) if run.agent_id else None
-            view = self._view(run, agent)
+        agent_id = run.agent_id if run is not None else run_id
+        agent = self.agents.repository.get(agent_id, user_id=user_id) if agent_id else None
+        if run is not None and run.kind != RESUME:
+            view = self._queued_view(run)
+        elif agent is None:
+            raise NotFound(f"no run with id {run_id}", code="run_not_found")
         else:
-            agent = self.agents.repository.get(run_id, user_id=user_id)
-            if agent is None:
-                raise NotFound(f"no run with id {run_id}", code="run_not_found")
-            view = RunView.of_agent(agent)
+            resumes = [r for r in self.store.runs_of_thread(agent.thread_id or agent.id, kind=RESUME)
+                       if r.agent_id == agent.id]
+            view = next(v for v in self._chain(agent, resumes) if v.run_id == run_id)
         if thread_id is not None and view.thread_id != thread_id:
             raise NotFound(f"no run with id {run_id} in thread {thread_id}", code="run_not_found")
         return view
@@ -163,19 +166,27 @@ class LangGraphRuns:
         """The thread's runs, the newest first."""
         agents, _ = self.agents.list(user_id, status=None, limit=min(100, limit + offset),
                                      cursor=None, thread_id=thread_id)
-        extra = [self._view(run, None) for run in self.store.runs_of_thread(thread_id)
-                 if run.user_id == user_id and run.kind != RESUME]
-        views = [*(RunView.of_agent(a) for a in agents), *extra]
+        rows = [run for run in self.store.runs_of_thread(thread_id) if run.user_id == user_id]
+        views = [self._queued_view(run) for run in rows if run.kind != RESUME]
+        for agent in agents:
+            views += self._chain(agent, [r for r in rows if r.kind == RESUME and r.agent_id == agent.id])
         views.sort(key=lambda v: v.created_at or utcnow(), reverse=True)
         if status is not None:
             views = [v for v in views if v.status == status]
         return views[offset:offset + limit]
 
-    def _view(self, run: RunRow, agent: Agent | None) -> RunView:
-        if run.kind == RESUME and agent is not None:
-            return RunView.of_agent(agent, run_id=run.id, after_seq=run.after_seq,
-                                    metadata=run.metadata, strategy=run.multitask_strategy)
-        return self._queued_view(run)
+    def _chain(self, agent: Agent, resumes: list[RunRow]) -> list[RunView]:
+        """An agent's runs: the one that started it, then each that resumed it after an
+        interrupt. All but the last stay interrupted, as LangGraph's server shows a run
+        that an interrupt ended; the last has the agent's status."""
+        views = [RunView.of_agent(agent)]
+        for run in resumes:
+            views.append(RunView.of_agent(agent, run_id=run.id, after_seq=run.after_seq,
+                                          metadata=run.metadata, strategy=run.multitask_strategy))
+            views[-1] = replace(views[-1], created_at=run.created_at)
+        for at, later in enumerate(resumes):
+            views[at] = replace(views[at], status="interrupted", updated_at=later.created_at)
+        return views
 
     def _queued_view(self, run: RunRow) -> RunView:
         status = "interrupted" if run.kind == CANCELLED else "pending"

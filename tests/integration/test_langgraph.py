@@ -187,6 +187,9 @@ def test_an_interrupt_is_our_approval_and_command_resume_answers_it(live_stack: 
     resumed = client.runs.wait(tid, "careful", command={"resume": {"approve": True}})
     assert resumed["messages"][-1]["content"] == ANSWER and "__interrupt__" not in resumed
     assert client.threads.get(tid)["status"] == "idle"
+    # Two runs, as LangGraph's server shows them: the interrupted one stays so.
+    assert [r["status"] for r in client.runs.list(tid)] == ["success", "interrupted"]
+    assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
 
     denied_thread = client.threads.create()["thread_id"]
     client.runs.wait(denied_thread, "careful", input=human(GOAL))
