@@ -150,6 +150,8 @@ class RunStream:
                     out = events.step(told.data)
                 elif isinstance(told, TokenEvent):
                     out = events.token(told.data)
+                elif isinstance(told, Waiting) and told.data.get("agent_ids"):
+                    continue  # on the agents it called: the run goes on, nothing to resume
                 elif isinstance(told, Waiting | Ended):
                     self.lg.ended(view)
                     agent = self.lg.runs.get(self.user_id, None, view.run_id).agent

@@ -284,6 +284,11 @@ class Agent:
         return self.status.is_terminal
 
     @property
+    def waits_on_agents(self) -> bool:
+        """WAITING on the agents it called (README, Agents that call agents), not on a person."""
+        return self.status is AgentStatus.WAITING and (self.waiting_for or {}).get("kind") == "agents"
+
+    @property
     def duration_ms(self) -> int | None:
         if self.started_at is None:
             return None

@@ -98,7 +98,7 @@ def status_of(agent: Agent) -> TaskStatus:
     """The task's status: its state, when it changed, and, for INPUT_REQUIRED and FAILED,
     a message saying what is asked or what went wrong."""
     state = STATES[agent.status]
-    if agent.status is AgentStatus.WAITING and (agent.waiting_for or {}).get("kind") == "agents":
+    if agent.waits_on_agents:
         # On the agents it called (README, Agents that call agents): nothing to ask anyone.
         return TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=timestamp(agent.updated_at))
     status = TaskStatus(state=state, timestamp=timestamp(agent.updated_at))

@@ -152,4 +152,5 @@ class LangGraph:
 
 
 def _settled(agent: Agent) -> bool:
-    return agent.is_terminal or agent.status is AgentStatus.WAITING
+    # A caller waiting on the agents it called raises no interrupt: its run goes on.
+    return agent.is_terminal or (agent.status is AgentStatus.WAITING and not agent.waits_on_agents)

@@ -49,9 +49,11 @@ class RunView:
     @classmethod
     def of_agent(cls, agent: Agent, *, run_id: uuid.UUID | None = None, after_seq: int = 0,
                  metadata: dict[str, Any] | None = None, strategy: str = "reject") -> RunView:
+        # A caller waiting on the agents it called is running, not interrupted.
+        status = "running" if agent.waits_on_agents else RUN_STATUS[agent.status]
         return cls(run_id or agent.id, agent.thread_id or agent.id,
                    str(agent.assistant_id) if agent.assistant_id else GRAPH_ID,
-                   RUN_STATUS[agent.status], agent.created_at, agent.updated_at, agent,
+                   status, agent.created_at, agent.updated_at, agent,
                    after_seq, metadata or {}, strategy)
 
     @property
@@ -82,7 +84,8 @@ def assistant_json(assistant: Assistant) -> dict[str, Any]:
 def interrupts_of(agent: Agent | None) -> list[dict[str, Any]]:
     """The interrupt a WAITING agent raises: its approval's call, answered by a run whose
     `command` is `{"resume": {"approve": bool}}`."""
-    if agent is None or agent.status is not AgentStatus.WAITING or not agent.waiting_for:
+    if (agent is None or agent.status is not AgentStatus.WAITING or not agent.waiting_for
+            or agent.waits_on_agents):
         return []
     waiting = dict(agent.waiting_for)
     value = {"call_id": waiting.get("call_id"), "tool": waiting.get("tool"),
@@ -127,7 +130,7 @@ def state_json(thread_id: uuid.UUID, messages: list[dict[str, Any]], *, last: Ag
 def thread_status(last: Agent | None, *, queued: bool) -> str:
     if last is None:
         return "busy" if queued else "idle"
-    if last.status is AgentStatus.WAITING:
+    if last.status is AgentStatus.WAITING and not last.waits_on_agents:
         return "interrupted"
     if not last.is_terminal or queued:
         return "busy"

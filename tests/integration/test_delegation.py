@@ -280,6 +280,24 @@ def test_run_shows_the_caller_waiting_on_its_children_and_asks_nothing(stack):
     assert "The team says: researched: Find the boiling point of water" in out
 
 
+def test_a_langgraph_run_of_a_caller_goes_on_through_its_wait_on_its_child(stack):
+    from langgraph_sdk import get_sync_client
+
+    team = Team()
+    stack.fake.responder = team
+    key = stack.api.user()
+    with stack.api.client(key) as http:
+        assistant(http, "researcher")
+        boss = assistant(http, "boss", delegates=["researcher"])
+    with get_sync_client(url=f"{stack.api.url}/langgraph", api_key=key) as sdk:
+        values = sdk.runs.wait(None, boss["assistant_id"],
+                               input={"messages": [{"role": "user", "content": "What boils?"}]})
+    # Not an interrupt (a wait for a person) but the run's end.
+    assert "__interrupt__" not in values
+    said = values["messages"][-1]["content"]
+    assert said == f"The team says: researched: {team.questions[0]}"
+
+
 def test_the_list_of_children_is_the_callers_own(stack):
     with stack.api.client(stack.api.user()) as http:
         mine = http.post("/api/v1/agents", json={"goal": "Anything"}).json()
