@@ -147,7 +147,7 @@ def first_event_ms(http: httpx.Client) -> float:
 
 
 def run(*, callers: int, fanout_callers: int, children: int, latency_s: float,
-        baseline: int) -> dict[str, Any]:
+        baseline: int, fanout_workers: int = 1) -> dict[str, Any]:
     from jarvis_agents.store import repository_for
 
     results: dict[str, Any] = {"load_average_before": load_average()}
@@ -188,6 +188,8 @@ def run(*, callers: int, fanout_callers: int, children: int, latency_s: float,
                                      ("act_to_child", "child_queue", "end_to_resume")},
                 }
 
+                for extra in range(1, fanout_workers):  # the fan-out may have more processes
+                    stack.start_worker(Model(model.url), name=f"worker-{extra + 1}")  # type: ignore[arg-type]
                 model.latency_s = latency_s
                 team.questions = tuple(f"part {i}" for i in range(children))
                 began = time.monotonic()
@@ -196,7 +198,7 @@ def run(*, callers: int, fanout_callers: int, children: int, latency_s: float,
                 ideal = 3 * latency_s
                 results["fanout"] = {
                     "callers": fanout_callers, "children": children, "latency_s": latency_s,
-                    "makespan_s": ended - began, "ideal_s": ideal,
+                    "worker_processes": fanout_workers, "makespan_s": ended - began, "ideal_s": ideal,
                     "ratio": (ended - began) / ideal,
                     "parts_s_max": fanout_parts(repository, bosses),
                 }
@@ -214,11 +216,12 @@ def main() -> None:
     parser.add_argument("--children", type=int, default=10)
     parser.add_argument("--latency", type=float, default=2.0)
     parser.add_argument("--baseline", type=int, default=30, help="plain creates one at a time")
+    parser.add_argument("--fanout-workers", type=int, default=1, help="worker processes of the fan-out")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     options = parser.parse_args()
     results = run(callers=options.callers, fanout_callers=options.fanout_callers,
                   children=options.children, latency_s=options.latency,
-                  baseline=options.baseline)
+                  baseline=options.baseline, fanout_workers=options.fanout_workers)
     if options.json:
         print(json.dumps(results, indent=2))
         return
@@ -232,7 +235,8 @@ def main() -> None:
           f"{trip['overhead_ms_p99']:.1f} ms; a caller's create -> first step p50 "
           f"{trip['create_to_first_step_ms_p50']:.1f} ms; ratio x{trip['ratio_p50']:.2f} (target <= 3)")
     print("  its parts, p50 ms: " + ", ".join(f"{k} {v:.1f}" for k, v in trip["parts_ms_p50"].items()))
-    print(f"fan-out: {fan['callers']} x {fan['children']} at {fan['latency_s']:g} s: makespan "
+    print(f"fan-out: {fan['callers']} x {fan['children']} at {fan['latency_s']:g} s, "
+          f"{fan['worker_processes']} worker process(es): makespan "
           f"{fan['makespan_s']:.2f} s vs ideal {fan['ideal_s']:.1f} s = x{fan['ratio']:.2f} "
           f"(target <= 1.5)")
     print("  the latest of each phase, s from the first create: " + ", ".join(
