@@ -144,6 +144,21 @@ def test_cancelling_a_caller_cancels_its_children_and_theirs(stack):
         team.gate.set()
 
 
+def test_a_child_cancelled_alone_is_observed_cancelled_and_its_caller_goes_on(stack):
+    team = Team()
+    team.gate.clear()
+    stack.fake.responder = team
+    with stack.api.client(stack.api.user()) as http:
+        assistant(http, "researcher")
+        assistant(http, "boss", delegates=["researcher"])
+        boss = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss"}).json()
+        child = wait_until(lambda: (c := children(http, boss["id"])) and c[0])
+        assert http.delete(f"/api/v1/agents/{child['id']}").status_code == 200
+        done = ended(http, boss["id"])
+        team.gate.set()
+        assert done["status"] == "COMPLETED" and done["final_answer"] == "The team says: cancelled"
+
+
 def test_a_call_past_the_depth_limit_creates_nothing_and_says_so(stack):
     stack.fake.responder = Team()
     with stack.api.client(stack.api.user()) as http:
