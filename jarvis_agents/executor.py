@@ -110,7 +110,7 @@ class Executor:
         fresh = agent.attempt <= 1 and not agent.step_count
         state = LoopState.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
-        # Time spent WAITING for a person is not the agent's (CONTRACT §7).
+        # Time spent WAITING (for a person, or on the agents it called) is not its own.
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
                                           milliseconds=agent.waited_ms)
         try:
