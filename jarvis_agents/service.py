@@ -27,6 +27,8 @@ from jarvis_agents.events import EventBus, Follower, Subscriber, follow
 from jarvis_agents.events.follow import LentWriter
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.routing import queue_for
+from jarvis_agents.schedule_service import Schedules
+from jarvis_agents.schedules import Template
 from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.threads import is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
@@ -122,6 +124,8 @@ class AgentService:
         self.model_check = model_check
         self.assistants = Assistants(repository.assistants, settings=settings,
                                      known_tools=self._known_tools)
+        self.schedules = Schedules(repository.schedules, settings=settings,
+                                   prepare=self._scheduled)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
@@ -132,6 +136,34 @@ class AgentService:
         `traceparent` is the trace the agent joins (the create request's); None starts one.
         `before_enqueue` is called with a created agent before any worker can take it.
         """
+        agent = self.prepare(user_id, request, idempotency_key=idempotency_key,
+                             traceparent=traceparent)
+        if request.thread_id is not None:
+            agent = self._in_thread(agent, request.thread_id)
+        try:
+            agent, created = self.repository.create_agent(
+                agent, max_active=self.settings.max_active_per_user
+            )
+        except IntegrityError as exc:
+            if not is_thread_taken(exc):
+                raise
+            raise Conflict(
+                f"another agent of thread {request.thread_id} was created at the same time; "
+                "ask your follow-up once it has ended",
+                code="thread_busy",
+            ) from None
+        if created:
+            if before_enqueue is not None:
+                before_enqueue(agent)
+            self._announce_and_enqueue(agent)
+        return agent, created
+
+    def prepare(
+        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Agent:
+        """The PENDING agent `request` makes, checked, not yet stored (a RequestError or
+        NotFound saying what is wrong with it)."""
         # Without an assistant, the default one: known without a read (the hot path).
         assistant = (default_assistant(user_id) if request.assistant is None
                      else self.assistants.resolve(user_id, request.assistant))
@@ -152,26 +184,19 @@ class AgentService:
         )
         if self.model_check is not None:
             self.model_check(agent.model)  # the assistant's, the create's or the default
-        agent = replace(agent, task_id=str(agent.id))
-        if request.thread_id is not None:
-            agent = self._in_thread(agent, request.thread_id)
-        try:
-            agent, created = self.repository.create_agent(
-                agent, max_active=self.settings.max_active_per_user
-            )
-        except IntegrityError as exc:
-            if not is_thread_taken(exc):
-                raise
-            raise Conflict(
-                f"another agent of thread {request.thread_id} was created at the same time; "
-                "ask your follow-up once it has ended",
-                code="thread_busy",
-            ) from None
-        if created:
-            if before_enqueue is not None:
-                before_enqueue(agent)
-            self._announce_and_enqueue(agent)
-        return agent, created
+        return replace(agent, task_id=str(agent.id))
+
+    def _scheduled(self, user_id: uuid.UUID, goal: str, template: Template) -> Agent:
+        """The agent a schedule's due time makes (README, Schedules), checked as a create."""
+        return self.prepare(user_id, CreateRequest(goal=goal, **asdict(template)))
+
+    def as_follow_up(self, agent: Agent, thread_id: uuid.UUID) -> Agent:
+        """`agent` as the next of its user's thread (a schedule's runs in one thread)."""
+        return self._in_thread(agent, thread_id)
+
+    def announce(self, agent: Agent) -> None:
+        """Publish and queue an agent stored by another path than `create` (schedules)."""
+        self._announce_and_enqueue(agent)
 
     def _known_tools(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
         """The names as the tools are listed; a RequestError naming any unknown one."""
@@ -303,10 +328,10 @@ class AgentService:
 
     def list(
         self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None,
-        thread_id: uuid.UUID | None = None,
+        thread_id: uuid.UUID | None = None, schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
-        return self.repository.list_agents(
-            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id)
+        return self.repository.list_agents(user_id, status=status, limit=limit, cursor=cursor,
+                                           thread_id=thread_id, schedule_id=schedule_id)
 
     def steps(self, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int = 0) -> list[Step]:
         self.get(user_id, agent_id)

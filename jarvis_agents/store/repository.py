@@ -22,18 +22,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    DateTime,
-    Engine,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import DateTime, Engine, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -63,6 +52,7 @@ from jarvis_agents.store.rows import (
     step_from_row,
     step_values,
 )
+from jarvis_agents.store.schedules import ScheduleRows
 from jarvis_agents.store.statistics import Statistics
 from jarvis_agents.store.threads import ThreadStore
 from jarvis_agents.store.users import Users
@@ -115,7 +105,8 @@ def _claim(models: int) -> Prebuilt:
 
 class Repository(Recovery):
     """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
-    outbox and assistants beside them (`users`, `statistics`, `outbox`, `assistants`)."""
+    outbox, assistants and schedules beside them (`users`, `statistics`, `outbox`,
+    `assistants`, `schedules`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -127,6 +118,7 @@ class Repository(Recovery):
         self.outbox = OutboxStore(engine, self._one_statement)
         self.threads = ThreadStore(engine)
         self.assistants = AssistantRows(engine, self.connections)
+        self.schedules = ScheduleRows(engine, self.connections)
 
     # --- agents --------------------------------------------------------------------
 
@@ -198,11 +190,13 @@ class Repository(Recovery):
         limit: int = 20,
         cursor: str | None = None,
         thread_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
-        if thread_id is not None:
-            query = query.where(agents.c.thread_id == thread_id)
+        for column, value in (("thread_id", thread_id), ("schedule_id", schedule_id)):
+            if value is not None:
+                query = query.where(agents.c[column] == value)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:

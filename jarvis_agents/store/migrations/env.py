@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine
 
 from jarvis_agents.store.models import Base
+from jarvis_agents.store.schedules import ScheduleRow  # noqa: F401 - its table joins the metadata
 
 config = context.config
 target_metadata = Base.metadata
