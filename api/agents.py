@@ -38,7 +38,7 @@ def list_agents() -> Response:
     cursor = params.query_cursor()
     agents, next_cursor = ctx().service.list(
         current_user().id, status=status, limit=limit, cursor=cursor,
-        thread_id=params.query_thread_id(),
+        thread_id=params.query_thread_id(), schedule_id=params.query_uuid("schedule_id"),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 

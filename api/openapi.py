@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, responses, schemas
+from api import assistant_schema, responses, schedule_schema, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -123,6 +123,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                      "schema": {"type": "string", "minLength": 1}},
                     {"name": "thread_id", "in": "query", "required": False,
                      "description": "Only the agents of this thread.",
+                     "schema": {"type": "string", "format": "uuid"}},
+                    {"name": "schedule_id", "in": "query", "required": False,
+                     "description": "Only the agents this schedule made.",
                      "schema": {"type": "string", "format": "uuid"}},
                 ],
                 "responses": {"200": _json("AgentList", "A page of agents."),
@@ -332,7 +335,8 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                              "`{\"error\": {\"code\", \"message\"}}`."},
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
-        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"}],
+        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "schedules"}, {"name": "events"},
+              {"name": "meta"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
@@ -359,7 +363,14 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         spec.components.schema(model.__name__, body)
     for model in assistant_schema.ANSWERS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
-    paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS)}
+    schedule = _add_model(spec, schedule_schema.CreateSchedule, mode="validation")
+    del schedule["properties"]["thread_id"]  # a schedule keeps its runs' thread with `thread`
+    spec.components.schema("CreateSchedule", schedule)
+    for model in schedule_schema.ANSWERS:
+        spec.components.schema(str(model.model_config["title"]),
+                               _add_model(spec, model, mode="serialization"))
+    paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
+             **schedule_schema.operations(_json, _error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)
         spec.path(path=path, operations=operations, parameters=shared)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.scheduler import Scheduler
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -95,6 +96,7 @@ class WorkerComponents:
     slots: ModelSlots | None  # None without JARVIS_MODEL_CONCURRENCY
     router: ModelRouter
     timings: ClusterTimings
+    scheduler: Scheduler
 
     def forget_model(self, model: str) -> None:
         """Drop what this process keeps of a model no longer in use (README, Routing by
@@ -105,16 +107,18 @@ class WorkerComponents:
         self.timings.forget(model)
 
     def start_background(self) -> None:
-        """The runner's threads, the webhook dispatcher's, the metrics' flush and the
-        model slots' upkeep."""
+        """The runner's threads, the webhook dispatcher's, the scheduler's, the metrics'
+        flush and the model slots' upkeep."""
         self.metrics.start()
         if self.slots is not None:
             self.slots.start()
         self.runner.start_background(redis_client=self.redis)
         if self.webhooks is not None:
             self.webhooks.start()
+        self.scheduler.start()
 
     def close(self) -> None:
+        self.scheduler.stop()
         self.runner.stop_background()
         if self.webhooks is not None:
             self.webhooks.stop()
@@ -137,7 +141,10 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.scheduler import Scheduler
+    from jarvis_agents.service import AgentService
     from jarvis_agents.store.outages import OutageTolerantStore
+    from jarvis_agents.tools.mcp.published import PublishedTools
     from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -178,5 +185,18 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
+    # Every worker fires the due schedules; the database decides which fires each one.
+    scheduler = Scheduler(
+        AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
+                     events=events, tool_names=PublishedTools(
+                         redis, static=tools.describe(), servers=settings.mcp_servers)),
+        outcome=lambda outcome, lag_s: scheduled(metrics, outcome, lag_s))
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
-                            router, timings)
+                            router, timings, scheduler)
+
+
+def scheduled(metrics: ClusterMetrics, outcome: str, lag_s: float) -> None:
+    """Count a schedule's due time (fired or skipped), and how late a fired one was."""
+    metrics.inc("jarvis_schedule_firings", outcome)
+    if outcome == "fired":
+        metrics.observe("jarvis_schedule_lag_seconds", seconds=lag_s)

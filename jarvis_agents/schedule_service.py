@@ -54,10 +54,10 @@ class Schedules:
         now = utcnow()
         _check_policies(request.thread, request.overlap)
         next_run_at = check_cron(request.cron, request.timezone, now=now)
-        self.agent_of(user_id, request.goal, request.template)  # its agents would be refused
+        template = self._checked(user_id, request.goal, request.template)
         schedule = Schedule(
             id=uuid.uuid4(), user_id=user_id, goal=request.goal, cron=request.cron.strip(),
-            timezone=request.timezone, template=request.template, next_run_at=next_run_at,
+            timezone=request.timezone, template=template, next_run_at=next_run_at,
             thread=request.thread, overlap=request.overlap, enabled=request.enabled,
             created_at=now, updated_at=now)
         self.store.insert(schedule, max_per_user=self.settings.max_schedules_per_user)
@@ -88,7 +88,7 @@ class Schedules:
         if {"cron", "timezone", "enabled"} & set(own):
             values["next_run_at"] = check_cron(merged.cron, merged.timezone, now=utcnow())
         if "goal" in own or template != current.template:
-            self.agent_of(user_id, merged.goal, template)
+            values["template"] = self._checked(user_id, merged.goal, template)
         if merged.thread != current.thread:
             values["thread_id"] = None  # a new policy starts its own thread
         changed = self.store.change(user_id, schedule_id, **values)
@@ -100,6 +100,14 @@ class Schedules:
         """Delete the schedule; the agents it made keep its id."""
         if not self.store.delete(user_id, schedule_id):
             raise NotFound(f"you have no schedule {schedule_id}", code="schedule_not_found")
+
+    def _checked(self, user_id: uuid.UUID, goal: str, template: Template) -> Template:
+        """The template with tool names as the tools list them; refused (RequestError,
+        NotFound) as an agent create of it would be."""
+        agent = self.agent_of(user_id, goal, template)
+        return replace(
+            template, tools=agent.tools if template.tools is not None else None,
+            approve_tools=agent.approve_tools if template.approve_tools is not None else None)
 
     def agent_of(self, user_id: uuid.UUID, goal: str, template: Template) -> Agent:
         """The agent a due time of this template makes, checked as a create checks it."""

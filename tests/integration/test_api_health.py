@@ -30,6 +30,9 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/assistants"), ("get", "/api/v1/assistants"),
     ("get", "/api/v1/assistants/{assistant}"), ("patch", "/api/v1/assistants/{assistant}"),
     ("delete", "/api/v1/assistants/{assistant}"), ("get", "/api/v1/assistants/{assistant}/versions"),
+    ("post", "/api/v1/schedules"), ("get", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{schedule_id}"), ("patch", "/api/v1/schedules/{schedule_id}"),
+    ("delete", "/api/v1/schedules/{schedule_id}"),
 }
 
 
