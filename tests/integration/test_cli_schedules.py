@@ -4,15 +4,19 @@ time on this machine's clock), pause, resume, rm, and one-line errors."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import cli_env, missing
+from tests.integration.test_cli_scripts import readme_block
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.support.api_fixtures"]  # shared_api
+pytest_plugins = ["tests.support.api_fixtures", "tests.support.live_stack_fixtures"]
 
 CLI = [sys.executable, "-m", "jarvis_agents.cli"]
 
@@ -59,3 +63,26 @@ def test_bad_input_is_one_line_on_stderr(cli, args, says) -> None:
     refused = cli(*args)
     assert refused.returncode != 0 and says in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_the_readme_nightly_schedule_runs_as_written(live_stack, tmp_path) -> None:
+    for tool in ("jq", "curl"):
+        if shutil.which(tool) is None:
+            missing(tool, "the README's schedule examples use it")
+    env = live_stack.client_env(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        JARVIS_API_KEY=live_stack.api.user(), TZ="Europe/Paris")
+    nightly, every_five = (readme_block(start) for start in (
+        "id=$(jarvis-agents schedules add", 'curl -s -H "Authorization: Bearer $JARVIS_API_KEY" -H'))
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", nightly], cwd=tmp_path, env=env,
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    *listed, paused, resumed, runs = done.stdout.strip().splitlines()
+    assert any("Europe/Paris" in line and "07:00:00" in line for line in listed), done.stdout
+    assert paused.startswith("paused schedule ") and resumed.startswith("resumed schedule ")
+    assert json.loads(runs) == {"agents": [], "next_cursor": None}
+    made = subprocess.run(["bash", "-e", "-c", every_five], cwd=tmp_path, env=env, check=False,
+                          capture_output=True, text=True, timeout=60)
+    schedule = json.loads(made.stdout)
+    assert (schedule["cron"], schedule["timezone"], schedule["overlap"]) == (
+        "*/5 * * * *", "UTC", "skip"), made.stdout
