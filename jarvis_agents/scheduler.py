@@ -25,7 +25,7 @@ from datetime import datetime
 
 from jarvis_agents.errors import Conflict, JarvisError, NotFound, first_line
 from jarvis_agents.lifecycle import Agent, utcnow
-from jarvis_agents.schedules import Firing, Schedule, latest_due, next_due
+from jarvis_agents.schedules import Firing, Schedule, plan
 from jarvis_agents.service import AgentService
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,7 @@ class Scheduler:
 
     def decide(self, schedule: Schedule, last_ended: bool, now: datetime) -> Firing:
         """What the schedule's due time at `now` does: an agent, or a skip."""
-        due = latest_due(schedule.cron, schedule.timezone, first=schedule.next_run_at, now=now)
-        following = next_due(schedule.cron, schedule.timezone, after=now)
+        due, following = plan(schedule.cron, schedule.timezone, schedule.next_run_at, now)
         skip = Firing(schedule, due, following, None, schedule.thread_id)
         if schedule.overlap == "skip" and not last_ended:
             return skip

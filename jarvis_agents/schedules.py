@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -113,6 +114,14 @@ def time_zone(name: str) -> ZoneInfo:
                            f"Europe/Paris, not {name[:80]!r}", code="invalid_timezone") from None
 
 
+@lru_cache(maxsize=4096)
+def plan(cron: str, timezone: str, first: datetime, now: datetime) -> tuple[datetime, datetime]:
+    """(the due time firing at `now`, the next one) of a schedule next due at `first`:
+    the same for every schedule of one cron and zone, so worked out once per tick."""
+    zone = ZoneInfo(timezone)
+    return latest_due(cron, zone, first=first, now=now), next_due(cron, zone, after=now)
+
+
 def next_due(cron: str, zone: ZoneInfo | str, *, after: datetime) -> datetime:
     """The first due time strictly after `after`, in UTC."""
     return next(_due_times(cron, _zone(zone), after, forward=True))
@@ -135,13 +144,18 @@ def _due_times(cron: str, zone: ZoneInfo, start: datetime, *, forward: bool) -> 
     """Due times from `start` (excluded) on, in UTC. A fixed time of day that a fall-back
     repeats is due only at its first occurrence."""
     times = croniter(cron, start.astimezone(zone))
-    fixed_hours = croniter(cron).expanded[1] != ["*"]
     step = times.get_next if forward else times.get_prev
     while True:
         local: datetime = step(datetime)
-        if fixed_hours and local.fold == 1 and _ambiguous(local):
+        if _fixed_hours(cron) and local.fold == 1 and _ambiguous(local):
             continue  # the second pass of a repeated hour
         yield local.astimezone(UTC)
+
+
+@lru_cache(maxsize=4096)
+def _fixed_hours(cron: str) -> bool:
+    """Whether the cron names its hours (a time of day), not every hour."""
+    return bool(croniter(cron).expanded[1] != ["*"])
 
 
 def _ambiguous(local: datetime) -> bool:

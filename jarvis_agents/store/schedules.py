@@ -93,6 +93,11 @@ _LAST_STATUS = (select(agents.c.status).where(agents.c.id == schedules.c.last_ag
                 .scalar_subquery().label("last_status"))
 
 
+# A schedule's latest agent: the one of its latest due time (the unique index's probe).
+_LAST_AGENT = (select(agents.c.id).where(agents.c.schedule_id == schedules.c.id)
+               .order_by(agents.c.scheduled_for.desc()).limit(1).scalar_subquery())
+
+
 class ScheduleRows:
     """The `schedules` table; every statement a user asks for scoped to that user."""
 
@@ -146,15 +151,15 @@ class ScheduleRows:
             return self._fire_each(now, limit=limit, decide=decide)
 
     def _fire_batch(self, now: datetime, *, limit: int, decide: Decide) -> list[Firing]:
-        won: list[Firing] = []
         with self._engine.begin() as conn:
-            for row in _due(conn, now, limit):
-                firing = decide(_schedule(row), _ended(row), now)
-                if _moved(conn, firing, row["next_run_at"], now):
-                    won.append(firing)
-            made = [agent_values(f.agent) for f in won if f.agent is not None]
+            batch = [(decide(_schedule(row), _ended(row), now), row["next_run_at"])
+                     for row in _due(conn, now, limit)]
+            won = _all_moved(conn, batch, now)
+            made = [f.agent for f in won if f.agent is not None]
             if made:
-                conn.execute(insert(agents), made)
+                conn.execute(insert(agents), [agent_values(agent) for agent in made])
+                conn.execute(update(schedules).where(schedules.c.id.in_(
+                    [agent.schedule_id for agent in made])).values(last_agent_id=_LAST_AGENT))
         return won
 
     def _fire_each(self, now: datetime, *, limit: int, decide: Decide) -> list[Firing]:
@@ -193,6 +198,33 @@ def _due(conn: Connection, now: datetime, limit: int) -> Sequence[RowMapping]:
 def _ended(row: RowMapping) -> bool:
     """Whether the schedule's last agent has ended (True when it has none, or it is gone)."""
     return row["last_status"] is None or row["last_status"] in TERMINAL_STATUSES
+
+
+def _all_moved(conn: Connection, batch: Sequence[tuple[Firing, datetime]],
+               now: datetime) -> list[Firing]:
+    """The compare-and-sets of a batch, the firings that won them: one statement for all
+    the schedules that read the same due time and move to the same next one (most of a
+    batch, as schedules share their crons), each saying which rows it moved."""
+    groups: dict[tuple[datetime, datetime], list[uuid.UUID]] = {}
+    for firing, read_due in batch:
+        groups.setdefault((read_due, firing.next_run_at), []).append(firing.schedule.id)
+    moved: set[uuid.UUID] = set()
+    for (read_due, next_run_at), ids in groups.items():
+        moved.update(conn.execute(
+            update(schedules)
+            .where(schedules.c.id.in_(ids), schedules.c.next_run_at == read_due, schedules.c.enabled)
+            .values(next_run_at=next_run_at, updated_at=now).returning(schedules.c.id)
+        ).scalars())
+    won = [firing for firing, _ in batch if firing.schedule.id in moved]
+    skipped = [firing.schedule.id for firing in won if firing.agent is None]
+    if skipped:
+        conn.execute(update(schedules).where(schedules.c.id.in_(skipped))
+                     .values(skipped=schedules.c.skipped + 1))
+    for firing in won:
+        if firing.thread_id != firing.schedule.thread_id:  # a `same` thread's first run
+            conn.execute(update(schedules).where(schedules.c.id == firing.schedule.id)
+                         .values(thread_id=firing.thread_id))
+    return won
 
 
 def _moved(conn: Connection, firing: Firing, read_due: datetime, now: datetime) -> bool:
