@@ -79,9 +79,9 @@ def wait_for(check: Any, timeout_s: float) -> float | None:
     return None
 
 
-def run(count: int, workers: int, log_dir: Path) -> dict[str, Any]:
+def run(count: int, workers: int, log_dir: Path, *, model_latency_s: float = 0.0) -> dict[str, Any]:
     with Stack(log_dir=log_dir) as stack:
-        model = stack.start_model(latency_s=0.0, tool_calls=0)
+        model = stack.start_model(latency_s=model_latency_s, tool_calls=0)
         stack.start_workers(model, names=[f"worker-{n + 1}" for n in range(workers)])
         user_id, _ = stack.create_user(f"bench-schedules-{uuid.uuid4().hex[:6]}")
         due = due_minute()
@@ -102,7 +102,8 @@ def run(count: int, workers: int, log_dir: Path) -> dict[str, Any]:
         lags = [(created - scheduled).total_seconds() for _, created, scheduled in rows]
         lag = latency_summary(lags)
         return {
-            "schedules": count, "workers": workers, "agents": len(rows),
+            "schedules": count, "workers": workers, "model_latency_s": model_latency_s,
+            "agents": len(rows),
             "exactly_once": len(per_schedule) == count and set(per_schedule.values()) == {1},
             "lag_p50_s": lag["p50_ms"] / 1000, "lag_p99_s": lag["p99_ms"] / 1000,
             "lag_max_s": lag["max_ms"] / 1000,
@@ -117,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.schedules")
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--model-latency", type=float, default=0.0,
+                        help="seconds each model call takes (default: an instant model)")
     parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="bench-schedules-"))
-    figures = run(args.schedules, args.workers, log_dir)
+    figures = run(args.schedules, args.workers, log_dir, model_latency_s=args.model_latency)
     print(json.dumps(figures, indent=2))
     return 0 if figures["exactly_once"] else 1
 

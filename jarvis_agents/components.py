@@ -19,6 +19,8 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.llm.router import ModelRouter
@@ -96,7 +98,6 @@ class WorkerComponents:
     slots: ModelSlots | None  # None without JARVIS_MODEL_CONCURRENCY
     router: ModelRouter
     timings: ClusterTimings
-    scheduler: Scheduler
 
     def forget_model(self, model: str) -> None:
         """Drop what this process keeps of a model no longer in use (README, Routing by
@@ -107,18 +108,16 @@ class WorkerComponents:
         self.timings.forget(model)
 
     def start_background(self) -> None:
-        """The runner's threads, the webhook dispatcher's, the scheduler's, the metrics'
-        flush and the model slots' upkeep."""
+        """The runner's threads, the webhook dispatcher's, the metrics' flush and the
+        model slots' upkeep."""
         self.metrics.start()
         if self.slots is not None:
             self.slots.start()
         self.runner.start_background(redis_client=self.redis)
         if self.webhooks is not None:
             self.webhooks.start()
-        self.scheduler.start()
 
     def close(self) -> None:
-        self.scheduler.stop()
         self.runner.stop_background()
         if self.webhooks is not None:
             self.webhooks.stop()
@@ -141,10 +140,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.metrics import PrometheusTimings
     from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
-    from jarvis_agents.scheduler import Scheduler
-    from jarvis_agents.service import AgentService
     from jarvis_agents.store.outages import OutageTolerantStore
-    from jarvis_agents.tools.mcp.published import PublishedTools
     from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -185,14 +181,52 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
-    # Every worker fires the due schedules; the database decides which fires each one.
-    scheduler = Scheduler(
-        AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
-                     events=events, tool_names=PublishedTools(
-                         redis, static=tools.describe(), servers=settings.mcp_servers)),
-        outcome=lambda outcome, lag_s: scheduled(metrics, outcome, lag_s))
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
-                            router, timings, scheduler)
+                            router, timings)
+
+
+@dataclass
+class SchedulerComponents:
+    """The firing loop of a worker's supervisor process (jarvis_agents/scheduler.py), with
+    what it holds: its own process, so that a thousand agents' threads in the Celery
+    process do not starve it of the interpreter."""
+
+    scheduler: Scheduler
+    metrics: ClusterMetrics
+    repository: Repository
+    redis: Any
+
+    def start(self) -> None:
+        self.metrics.start()
+        self.scheduler.start()
+
+    def close(self) -> None:
+        self.scheduler.stop()
+        self.metrics.stop()
+        self.repository.engine.dispose()
+        self.redis.close()
+
+
+def build_scheduler(settings: Settings,
+                    dispatcher_for: Callable[[Any], Dispatcher]) -> SchedulerComponents:
+    """The firing loop's pieces; `dispatcher_for(redis)` is the queue its agents go on."""
+    from jarvis_agents.cluster_metrics import ClusterMetrics
+    from jarvis_agents.scheduler import Scheduler
+    from jarvis_agents.service import AgentService
+    from jarvis_agents.tools.mcp.published import PublishedTools
+    from jarvis_agents.tools.registry import ToolRegistry
+
+    repository = open_repository(settings, pool_size=4, overflow=False)
+    redis = redis_client(settings, max_connections=10)
+    metrics = ClusterMetrics(redis)
+    with ToolRegistry.default(settings) as registry:
+        own_tools = registry.describe()  # MCP tools as the workers publish them
+    service = AgentService(
+        repository=repository, settings=settings, dispatcher=dispatcher_for(redis),
+        events=RedisEventBus(redis),
+        tool_names=PublishedTools(redis, static=own_tools, servers=settings.mcp_servers))
+    scheduler = Scheduler(service, outcome=lambda outcome, lag_s: scheduled(metrics, outcome, lag_s))
+    return SchedulerComponents(scheduler, metrics, repository, redis)
 
 
 def scheduled(metrics: ClusterMetrics, outcome: str, lag_s: float) -> None:

@@ -1,7 +1,8 @@
 """The scheduler: every worker fires the schedules that are due (README, Schedules).
 
-Every worker process runs this loop, each tick (a second) taking due schedules in
-batches until none is left. There is no elected leader that could die: which process
+Every worker runs this loop, in its supervisor process (workers/main.py: a thousand
+agents' threads in the Celery process would starve it of the interpreter), each tick (a
+second) taking due schedules in batches until none is left. There is no elected leader that could die: which process
 fires a due time is decided in the database, by a compare-and-set on the due time
 (store/schedules.py), so however many workers run, a due time makes one agent, and
 while any of them runs, it makes it within seconds.
