@@ -217,7 +217,8 @@ def build_scheduler(settings: Settings,
     from jarvis_agents.tools.registry import ToolRegistry
 
     repository = open_repository(settings, pool_size=4, overflow=False)
-    redis = redis_client(settings, max_connections=10)
+    redis = redis_client(settings, max_connections=20)  # the announcers' and the metrics'
+
     metrics = ClusterMetrics(redis)
     with ToolRegistry.default(settings) as registry:
         own_tools = registry.describe()  # MCP tools as the workers publish them

@@ -21,6 +21,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 TICK_S = 1.0
 # Schedules fired per transaction: a batch's row locks are held while its agents are built.
 BATCH = 200
+# Threads publishing and queueing fired agents, each a Redis round trip or two.
+ANNOUNCERS = 8
 
 # What the loop reports of each due time: ("fired" | "skipped", seconds late).
 Outcome = Callable[[str, float], None]
@@ -51,19 +54,26 @@ class Scheduler:
         self.batch = batch
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._announcers = ThreadPoolExecutor(ANNOUNCERS, thread_name_prefix="jarvis-announce")
 
     def fire(self, now: datetime | None = None) -> list[Firing]:
         """Fire everything due at `now` (default: the clock's), batch after batch; the
         firings this process won."""
         won: list[Firing] = []
-        while True:
-            at = now or utcnow()
-            firings = self.store.fire_due(at, limit=self.batch, decide=self.decide)
-            for firing in firings:
-                self._announce(firing, at)
-            won += firings
-            if len(firings) < self.batch:
-                return won
+        announced: list[Future[None]] = []
+        try:
+            while True:
+                at = now or utcnow()
+                firings = self.store.fire_due(at, limit=self.batch, decide=self.decide)
+                # Queued while the next batch is taken: each agent is two round trips to
+                # Redis, most of a firing's time, and its row is committed already.
+                announced += [self._announcers.submit(self._announce, f, at) for f in firings]
+                won += firings
+                if len(firings) < self.batch:
+                    return won
+        finally:
+            for done in announced:
+                done.result()
 
     def decide(self, schedule: Schedule, last_ended: bool, now: datetime) -> Firing:
         """What the schedule's due time at `now` does: an agent, or a skip."""
@@ -117,6 +127,7 @@ class Scheduler:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._announcers.shutdown(wait=True)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
