@@ -194,3 +194,20 @@ def test_a_paused_schedule_does_not_fire_and_resumes_from_now(service, scheduler
     assert scheduler.fire(utc(2026, 1, 2, 3)) == []
     resumed = service.schedules.patch(ME, schedule.id, {"enabled": True})
     assert resumed.next_run_at > datetime.now(UTC)
+
+
+def test_a_same_thread_runs_one_agent_at_a_time_even_with_overlap_allow(service, scheduler) -> None:
+    schedule = service.schedules.create(ME, nightly(thread="same", overlap="allow"))
+    due_now(service, schedule.id, utc(2026, 1, 1, 3))
+    assert scheduler.fire(utc(2026, 1, 1, 3))[0].agent is not None
+    assert scheduler.fire(utc(2026, 1, 2, 3))[0].agent is None  # the thread's agent runs
+    assert service.schedules.get(ME, schedule.id).skipped == 1
+
+
+def test_a_due_time_whose_assistant_is_gone_is_skipped(service, scheduler) -> None:
+    service.assistants.create(ME, "reporter", AssistantConfig())
+    schedule = service.schedules.create(ME, nightly(template=Template(assistant="reporter")))
+    service.assistants.delete(ME, "reporter")
+    due_now(service, schedule.id, utc(2026, 1, 1, 3))
+    assert [f.agent for f in scheduler.fire(utc(2026, 1, 1, 3))] == [None]
+    assert service.schedules.get(ME, schedule.id).skipped == 1
