@@ -28,7 +28,7 @@ from jarvis_agents.events.follow import LentWriter
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.routing import queue_for
 from jarvis_agents.schedule_service import Schedules
-from jarvis_agents.schedules import Template
+from jarvis_agents.schedules import TEMPLATE_FIELDS, Template
 from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.threads import is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
@@ -188,7 +188,8 @@ class AgentService:
 
     def _scheduled(self, user_id: uuid.UUID, goal: str, template: Template) -> Agent:
         """The agent a schedule's due time makes (README, Schedules), checked as a create."""
-        return self.prepare(user_id, CreateRequest(goal=goal, **asdict(template)))
+        fields = {name: getattr(template, name) for name in TEMPLATE_FIELDS}  # shallow: hot
+        return self.prepare(user_id, CreateRequest(goal=goal, **fields))
 
     def as_follow_up(self, agent: Agent, thread_id: uuid.UUID) -> Agent:
         """`agent` as the next of its user's thread (a schedule's runs in one thread)."""
