@@ -21,7 +21,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 
@@ -59,20 +59,20 @@ class Scheduler:
     def fire(self, now: datetime | None = None) -> list[Firing]:
         """Fire everything due at `now` (default: the clock's), batch after batch; the
         firings this process won."""
-        won: list[Firing] = []
-        announced: list[Future[None]] = []
+        won: list[tuple[Firing, datetime]] = []
         try:
             while True:
                 at = now or utcnow()
                 firings = self.store.fire_due(at, limit=self.batch, decide=self.decide)
-                # Queued while the next batch is taken: each agent is two round trips to
-                # Redis, most of a firing's time, and its row is committed already.
-                announced += [self._announcers.submit(self._announce, f, at) for f in firings]
-                won += firings
+                won += [(firing, at) for firing in firings]
                 if len(firings) < self.batch:
-                    return won
+                    return [firing for firing, _ in won]
         finally:
-            for done in announced:
+            # Every due agent's row first, then the queue: a row committed is a due time
+            # kept (the sweeper queues a PENDING agent whose message never went), and the
+            # rows of a burst are not held up by the queueing of the agents before them,
+            # two round trips to Redis each, done by a few threads at once.
+            for done in [self._announcers.submit(self._announce, *each) for each in won]:
                 done.result()
 
     def decide(self, schedule: Schedule, last_ended: bool, now: datetime) -> Firing:
