@@ -211,3 +211,13 @@ def test_a_due_time_whose_assistant_is_gone_is_skipped(service, scheduler) -> No
     due_now(service, schedule.id, utc(2026, 1, 1, 3))
     assert [f.agent for f in scheduler.fire(utc(2026, 1, 1, 3))] == [None]
     assert service.schedules.get(ME, schedule.id).skipped == 1
+
+
+def test_each_due_time_is_reported_fired_or_skipped_with_its_lag(service) -> None:
+    seen: list[tuple[str, float]] = []
+    scheduler = Scheduler(service, outcome=lambda outcome, lag_s: seen.append((outcome, lag_s)))
+    schedule = service.schedules.create(ME, nightly())
+    due_now(service, schedule.id, utc(2026, 1, 1, 3))
+    scheduler.fire(utc(2026, 1, 1, 3, 0, 2))
+    scheduler.fire(utc(2026, 1, 2, 3, 0, 5))  # the first agent has not ended: skipped
+    assert seen == [("fired", 2.0), ("skipped", 5.0)]
