@@ -4,6 +4,8 @@ agent, which runs to its end."""
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -16,7 +18,7 @@ from jarvis_agents.lifecycle import AgentStatus
 from jarvis_agents.schedule_service import ScheduleRequest
 from jarvis_agents.store.models import AgentRow
 from jarvis_agents.store.schedules import ScheduleRow
-from tests.conftest import private_redis
+from tests.conftest import _descendants, private_redis
 from tests.faults.conftest import System, running_system, system_env, wait_until
 from tests.faults.own_servers import own_postgres
 
@@ -97,3 +99,27 @@ def test_a_postgres_restart_while_schedules_are_due_fires_each_once(
             wait_until(lambda: datetime.now(UTC) > due, 10, "the due time to pass")
             server.start()
             assert_one_agent_each(system, made, due)
+
+
+def test_the_supervisor_fires_while_the_celery_process_is_frozen(
+    pg_url: str, redis_url: str, fake_ollama: Any, start_worker: Any
+) -> None:
+    """The firing loop lives in the worker's supervisor: a Celery process that cannot run
+    (stopped, as a hung or restarting one) holds up no due time; its agents wait queued."""
+    fake_ollama.responder = lambda request: "THOUGHT: done\nFINAL_ANSWER: reported"
+    with running_system(system_env(pg_url, redis_url, fake_ollama.url)) as system:
+        worker = start_worker(system.env)
+        celery = [pid for pid in _descendants(worker.proc.pid)
+                  if b"workers.main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(celery) == 1, celery
+        made = make_schedules(system, 5)
+        os.kill(celery[0], signal.SIGSTOP)
+        try:
+            due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+            set_due(system, due)
+            wait_until(lambda: len(scheduled_agents(system)) == len(made), 30,
+                       "the agents of the due schedules")
+            assert {row["status"] for row in scheduled_agents(system)} == {"PENDING"}
+        finally:
+            os.kill(celery[0], signal.SIGCONT)
+        assert_one_agent_each(system, made, due)
