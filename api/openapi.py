@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, responses, schedule_schema, schemas
+from api import assistant_schema, langgraph_schema, responses, schedule_schema, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -336,13 +336,14 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
         tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "schedules"}, {"name": "events"},
-              {"name": "meta"}],
+              {"name": "meta"}, {"name": "langgraph"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
         {"type": "http", "scheme": "bearer",
          "description": "An API key from `jarvis-agents users create NAME`."},
     )
+    spec.components.security_scheme(*langgraph_schema.SECURITY_SCHEME)
     create = _add_model(spec, schemas.CreateAgent, mode="validation")
     if tool_names:
         items = create["properties"]["tools"]["anyOf"][0]["items"]
@@ -370,7 +371,8 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         spec.components.schema(str(model.model_config["title"]),
                                _add_model(spec, model, mode="serialization"))
     paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
-             **schedule_schema.operations(_json, _error, COMMON_ERRORS)}
+             **schedule_schema.operations(_json, _error, COMMON_ERRORS),
+             **langgraph_schema.operations(_error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)
         spec.path(path=path, operations=operations, parameters=shared)

@@ -46,10 +46,11 @@ def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
 
 
 def freeze_start_up_objects() -> None:
-    """Take what exists once a process is up (modules, the app, its pools: ~140,000
+    """Take what exists once a process is up (modules, the app, its pools: most of the
     objects in the API) out of the garbage collector's sight. A full collection walked
-    them all for ~75 ms, every request or agent in the process waiting (paced creates:
-    p99 57 ms, not 7). Start-up's garbage is collected first, not frozen with the rest.
+    them all while every request or agent in the process waited, which showed as the
+    tail of the create latency (BENCHMARKS.md). Start-up's garbage is collected first,
+    not frozen with the rest.
     Undo with `gc.unfreeze()` before exiting: the interpreter's teardown would find them
     only once modules are half gone, and logging's weakref callbacks print tracebacks."""
     gc.collect()
@@ -129,6 +130,18 @@ class WorkerComponents:
         self.redis.close()
 
 
+def langgraph_queue(repository: Repository, settings: Settings, dispatcher: Dispatcher,
+                    events: Any) -> Any:
+    """The duty that starts LangGraph runs enqueued behind a thread's active one once
+    their turn has come (jarvis_agents/langgraph/runs.py)."""
+    from jarvis_agents.langgraph import LangGraph
+    from jarvis_agents.service import AgentService
+
+    agents = AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
+                          events=events, tool_names=())
+    return LangGraph.of(agents).runs.start_due
+
+
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     """A worker's pieces."""
     from jarvis_agents import tracing
@@ -144,12 +157,12 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
-    # Statements take well under a millisecond: 20 connections serve 200 agents, and a
+    # Statements are short beside a model call: 20 connections serve 200 agents, and a
     # worker process stays within 21 of PostgreSQL's default max_connections of 100
     # (the step writes have one of their own, see store/postgres.py).
     # A fixed pool: with overflow, 200 threads kept opening connections beyond it and
-    # closing them as they came back (60-100 new PostgreSQL backends per 500 agents,
-    # each a process forked and warmed up), for no throughput that could be measured.
+    # closing them as they came back (each a PostgreSQL backend: a process forked and
+    # warmed up), for no throughput that could be measured.
     repository = open_repository(
         settings, pool_size=min(20, settings.worker_concurrency // 4 + 5), overflow=False)
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
@@ -177,6 +190,7 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,
+        duties=(langgraph_queue(repository, settings, dispatcher, events),),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,

@@ -1,7 +1,7 @@
 """schedules: agents made on a clock
 
 Revision ID: 0018
-Revises: 0017
+Revises: 0021
 Create Date: 2026-12-07 00:00:00
 
 `schedules` holds each schedule's cron expression, time zone, agent template (JSON),
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0018'
-down_revision = '0017'
+down_revision = '0021'
 branch_labels = None
 depends_on = None
 
