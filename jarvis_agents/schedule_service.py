@@ -80,12 +80,15 @@ class Schedules:
         times missed while paused do not fire."""
         current = self.get(user_id, schedule_id)
         own = {name: value for name, value in changes.items() if name in SCHEDULE_FIELDS}
+        if isinstance(own.get("cron"), str):
+            own["cron"] = own["cron"].strip()
         template = replace(current.template, **{name: changes[name] for name in changes
                                                 if name in TEMPLATE_FIELDS})
         merged = ScheduleRequest(**{**_request_fields(current), **own}, template=template)
         _check_policies(merged.thread, merged.overlap)
         values: dict[str, Any] = {**own, "template": template, "updated_at": utcnow()}
-        if {"cron", "timezone", "enabled"} & set(own):
+        resumed = merged.enabled and not current.enabled
+        if resumed or (merged.cron, merged.timezone) != (current.cron, current.timezone):
             values["next_run_at"] = check_cron(merged.cron, merged.timezone, now=utcnow())
         if "goal" in own or template != current.template:
             values["template"] = self._checked(user_id, merged.goal, template)

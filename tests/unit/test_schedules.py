@@ -221,3 +221,12 @@ def test_each_due_time_is_reported_fired_or_skipped_with_its_lag(service) -> Non
     scheduler.fire(utc(2026, 1, 1, 3, 0, 2))
     scheduler.fire(utc(2026, 1, 2, 3, 0, 5))  # the first agent has not ended: skipped
     assert seen == [("fired", 2.0), ("skipped", 5.0)]
+
+
+def test_a_patch_that_changes_no_time_keeps_the_due_time(service, scheduler) -> None:
+    schedule = service.schedules.create(ME, nightly())
+    due_now(service, schedule.id, utc(2026, 1, 1, 3))
+    kept = service.schedules.patch(ME, schedule.id, {"enabled": True, "cron": "0 3 * * *",
+                                                     "goal": "Summarise the week"})
+    assert kept.next_run_at == utc(2026, 1, 1, 3)  # still due: it fires as it would have
+    assert scheduler.fire(utc(2026, 1, 1, 3))[0].agent.goal == "Summarise the week"
