@@ -29,7 +29,18 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
+    from api import (
+        agents,
+        assistants,
+        auth,
+        errors,
+        health,
+        openapi,
+        params,
+        schedules,
+        streaming,
+        system,
+    )
     from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
@@ -105,7 +116,8 @@ def create_app(
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
     auth.install(app, context.keys, key_headers={langgraph_bp.name: LANGGRAPH_KEY_HEADER})
-    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
+    for blueprint in (agents.bp, assistants.bp, schedules.bp, streaming.bp, health.bp, openapi.bp,
+                      dashboard):
         app.register_blueprint(blueprint)
     app.register_blueprint(a2a_bp)
     app.register_blueprint(langgraph_bp)

@@ -40,6 +40,7 @@ def list_agents() -> Response:
         current_user().id, status=status, limit=limit, cursor=cursor,
         thread_id=params.query_thread_id(),
         caller_id=params.query_uuid("caller_id", code="invalid_caller_id"),
+        schedule_id=params.query_uuid("schedule_id", code="invalid_schedule_id"),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 

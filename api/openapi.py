@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, langgraph_schema, responses, schemas
+from api import assistant_schema, langgraph_schema, responses, schedule_schema, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -126,6 +126,9 @@ def _operations() -> dict[str, dict[str, Any]]:
                      "schema": {"type": "string", "format": "uuid"}},
                     {"name": "caller_id", "in": "query", "required": False,
                      "description": "Only the children of this agent (the agents it called).",
+                     "schema": {"type": "string", "format": "uuid"}},
+                    {"name": "schedule_id", "in": "query", "required": False,
+                     "description": "Only the agents this schedule made.",
                      "schema": {"type": "string", "format": "uuid"}},
                 ],
                 "responses": {"200": _json("AgentList", "A page of agents."),
@@ -335,8 +338,8 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                              "`{\"error\": {\"code\", \"message\"}}`."},
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
-        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"},
-              {"name": "langgraph"}],
+        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "schedules"}, {"name": "events"},
+              {"name": "meta"}, {"name": "langgraph"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
@@ -364,7 +367,14 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         spec.components.schema(model.__name__, body)
     for model in assistant_schema.ANSWERS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
+    schedule = _add_model(spec, schedule_schema.CreateSchedule, mode="validation")
+    del schedule["properties"]["thread_id"]  # a schedule keeps its runs' thread with `thread`
+    spec.components.schema("CreateSchedule", schedule)
+    for model in schedule_schema.ANSWERS:
+        spec.components.schema(str(model.model_config["title"]),
+                               _add_model(spec, model, mode="serialization"))
     paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
+             **schedule_schema.operations(_json, _error, COMMON_ERRORS),
              **langgraph_schema.operations(_error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)

@@ -44,7 +44,7 @@ def create_request() -> tuple[CreateRequest, str | None]:
     try:
         parsed = CreateAgent.model_validate(body, strict=True)
     except ValidationError as exc:
-        raise RequestError(_describe(exc), code="invalid_request") from None
+        raise RequestError(describe(exc), code="invalid_request") from None
     return parsed.to_request(), idempotency_key()
 
 
@@ -87,7 +87,7 @@ def fork_request() -> ForkRequest:
     try:
         parsed = ForkAgent.model_validate(json_object(), strict=True)
     except ValidationError as exc:
-        raise RequestError(_describe(exc, ForkAgent.model_fields, what="a fork"), code="invalid_request") from None
+        raise RequestError(describe(exc, ForkAgent.model_fields, what="a fork"), code="invalid_request") from None
     return parsed.to_request()
 
 
@@ -256,7 +256,7 @@ def _json_type(value: object) -> str:
     return "a number"
 
 
-def _describe(exc: ValidationError, fields: Iterable[str] = (), *, what: str = "a create") -> str:
+def describe(exc: ValidationError, fields: Iterable[str] = (), *, what: str = "a create") -> str:
     """Pydantic's errors as sentences a person can act on: `the goal must not be blank`."""
     takes = f"{what} takes {', '.join(fields or CreateAgent.model_fields)}"
     return "; ".join(_sentence(error, takes) for error in exc.errors(include_url=False)[:5])

@@ -52,6 +52,11 @@ SPECS: Mapping[str, Spec] = {
         "counter", "Webhook delivery tries by outcome: delivered, failed (to be tried "
         "again) or dead (the last try failed, or its lease ran out: never tried again).",
         ("outcome",)),
+    "jarvis_schedule_firings": Spec(
+        "counter", "Schedules' due times by outcome: fired (an agent made) or skipped "
+        "(overlap: the last agent had not ended).", ("outcome",)),
+    "jarvis_schedule_lag_seconds": Spec(
+        "histogram", "Time from a schedule's due time to its agent's create.", ()),
 }
 EXPOSED = frozenset(SPECS)
 _BUCKET_PARTS = {bound: f"le={bound}" for bound in LATENCY_BUCKETS}

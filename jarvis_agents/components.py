@@ -19,11 +19,14 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.scheduler import Scheduler
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -197,3 +200,55 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
                             router, timings)
+
+
+@dataclass
+class SchedulerComponents:
+    """The firing loop of a worker's supervisor process (jarvis_agents/scheduler.py), with
+    what it holds: its own process, so that a thousand agents' threads in the Celery
+    process do not starve it of the interpreter."""
+
+    scheduler: Scheduler
+    metrics: ClusterMetrics
+    repository: Repository
+    redis: Any
+
+    def start(self) -> None:
+        self.metrics.start()
+        self.scheduler.start()
+
+    def close(self) -> None:
+        self.scheduler.stop()
+        self.metrics.stop()
+        self.repository.engine.dispose()
+        self.redis.close()
+
+
+def build_scheduler(settings: Settings,
+                    dispatcher_for: Callable[[Any], Dispatcher]) -> SchedulerComponents:
+    """The firing loop's pieces; `dispatcher_for(redis)` is the queue its agents go on."""
+    from jarvis_agents.cluster_metrics import ClusterMetrics
+    from jarvis_agents.scheduler import Scheduler
+    from jarvis_agents.service import AgentService
+    from jarvis_agents.tools.mcp.published import PublishedTools
+    from jarvis_agents.tools.registry import ToolRegistry
+
+    repository = open_repository(settings, pool_size=4, overflow=False)
+    redis = redis_client(settings, max_connections=20)  # the announcers' and the metrics'
+
+    metrics = ClusterMetrics(redis)
+    with ToolRegistry.default(settings) as registry:
+        own_tools = registry.describe()  # MCP tools as the workers publish them
+    service = AgentService(
+        repository=repository, settings=settings, dispatcher=dispatcher_for(redis),
+        events=RedisEventBus(redis),
+        tool_names=PublishedTools(redis, static=own_tools, servers=settings.mcp_servers))
+    scheduler = Scheduler(service, outcome=lambda outcome, lag_s: scheduled(metrics, outcome, lag_s))
+    return SchedulerComponents(scheduler, metrics, repository, redis)
+
+
+def scheduled(metrics: ClusterMetrics, outcome: str, lag_s: float) -> None:
+    """Count a schedule's due time (fired or skipped), and how late a fired one was."""
+    metrics.inc("jarvis_schedule_firings", outcome)
+    if outcome == "fired":
+        metrics.observe("jarvis_schedule_lag_seconds", seconds=lag_s)

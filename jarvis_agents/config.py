@@ -66,6 +66,7 @@ class Settings:
     total_timeout_s: float = 120.0
     max_active_per_user: int = 20
     max_streams_per_user: int = 100
+    max_schedules_per_user: int = 100
     port: int = 8000
     # JARVIS_MCP_PORT: the MCP server's (`jarvis-agents mcp`); None: the API's port + 1.
     mcp_port: int | None = None
@@ -158,6 +159,7 @@ class Settings:
             total_timeout_s=_float(env, "JARVIS_TOTAL_TIMEOUT", 120.0),
             max_active_per_user=_int(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
             max_streams_per_user=_int(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
+            max_schedules_per_user=_int(env, "JARVIS_MAX_SCHEDULES_PER_USER", 100, low=0),
             port=_int(env, "PORT", 8000, low=1, high=65535),
             mcp_port=_int(env, "JARVIS_MCP_PORT", 0, low=1, high=65535) or None,
             model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),

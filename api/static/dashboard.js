@@ -7,6 +7,7 @@
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, initAssistants, loadTools } from "./form.js";
 import { $, callApi, showError, text } from "./page.js";
+import { startSchedules } from "./schedules.js";
 import { SseConnection } from "./sse.js";
 import { addChildLink, addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import {
@@ -65,11 +66,10 @@ async function signIn(key, { remember }) {
   $("api-key").value = "";
   showError("sign-in-error", null);
   $("sign-in-view").hidden = true;
-  $("app-view").hidden = false;
-  $("sign-out").hidden = false;
-  $("connection").hidden = false;
+  for (const id of ["app-view", "sign-out", "connection"]) $(id).hidden = false;
   startUserStream();
   loadTools(api);
+  startSchedules(api, select);
   const fromHash = /^#agent=([0-9a-f-]{36})$/i.exec(location.hash);
   if (fromHash) select(fromHash[1]);
 }

@@ -234,6 +234,13 @@ def assistants_table(console: Console, assistants: Sequence[dict[str, Any]]) -> 
     _table(console, ("NAME", "VERSION", "MODEL", "MODE", "TOOLS", "DESCRIPTION"), rows)
 
 
+def schedules_table(console: Console, schedules: Sequence[dict[str, Any]]) -> None:
+    """`schedules list`: `next_run_at` as the caller wants it shown."""
+    rows = [(s["id"], s["cron"], s["timezone"], s["next_run_at"], s.get("last_agent_id") or "",
+             str(s["skipped"]), _one_line(s["goal"])) for s in schedules]
+    _table(console, ("ID", "CRON", "TIMEZONE", "NEXT RUN", "LAST AGENT", "SKIPPED", "GOAL"), rows)
+
+
 def agent_details(console: Console, agent: dict[str, Any], *,
                   children: Sequence[dict[str, Any]] = ()) -> None:
     """`show ID`: one `field: value` line each, the answer or the error last; its caller

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from jarvis_agents.assistants import AssistantStore
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.schedules import ScheduleStore
 from jarvis_agents.threads import Earlier
 
 
@@ -36,11 +37,12 @@ class DelegationStore(Protocol):
 
 
 class AgentStore(Protocol):
-    """Agents and their steps, with compare-and-set writes; assistants and the
-    delegation's rows beside them."""
+    """Agents and their steps, with compare-and-set writes; assistants, the delegation's
+    rows and schedules beside them."""
 
     assistants: AssistantStore
     delegation: DelegationStore
+    schedules: ScheduleStore
 
     # --- agents --------------------------------------------------------------------
 
@@ -60,8 +62,9 @@ class AgentStore(Protocol):
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
         caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
-        """The user's agents, newest first, and the cursor of the next page (or None)."""
+        """The user's agents (of a thread, of a schedule), newest first, and the cursor of the next page (or None)."""
         ...
 
     def models_of(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:

@@ -30,6 +30,7 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.store.memory_assistants import MemoryAssistants
 from jarvis_agents.store.memory_delegation import MemoryDelegation
+from jarvis_agents.store.memory_schedules import MemorySchedules
 from jarvis_agents.store.rows import decode_cursor, encode_cursor
 from jarvis_agents.threads import Earlier
 
@@ -42,6 +43,7 @@ class MemoryStore:
         self.steps: dict[uuid.UUID, list[Step]] = {}
         self.assistants = MemoryAssistants()
         self.delegation = MemoryDelegation(self)
+        self.schedules = MemorySchedules(self)
         self._lock = threading.RLock()
 
     @property
@@ -84,6 +86,7 @@ class MemoryStore:
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
         caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         after = decode_cursor(cursor) if cursor is not None else None
         mine = sorted(
@@ -91,6 +94,7 @@ class MemoryStore:
              if a.user_id == user_id and (status is None or a.status is status)
              and (thread_id is None or _thread(a) == thread_id)
              and (caller_id is None or a.caller_id == caller_id)
+             and (schedule_id is None or a.schedule_id == schedule_id)
              and (after is None or (a.created_at, a.id) < after)),
             key=lambda a: (a.created_at, a.id), reverse=True,
         )

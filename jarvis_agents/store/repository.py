@@ -22,18 +22,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    DateTime,
-    Engine,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import DateTime, Engine, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -64,6 +53,7 @@ from jarvis_agents.store.rows import (
     step_from_row,
     step_values,
 )
+from jarvis_agents.store.schedules import ScheduleRows
 from jarvis_agents.store.statistics import Statistics
 from jarvis_agents.store.threads import ThreadStore
 from jarvis_agents.store.users import Users
@@ -116,7 +106,8 @@ def _claim(models: int) -> Prebuilt:
 
 class Repository(Recovery):
     """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
-    outbox and assistants beside them (`users`, `statistics`, `outbox`, `assistants`)."""
+    outbox, assistants and schedules beside them (`users`, `statistics`, `outbox`,
+    `assistants`, `schedules`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -129,6 +120,7 @@ class Repository(Recovery):
         self.threads = ThreadStore(engine)
         self.assistants = AssistantRows(engine, self.connections)
         self.delegation = DelegationRows(engine, self.outbox, self._read, self._one_statement)
+        self.schedules = ScheduleRows(engine, self.connections)
 
     # --- agents --------------------------------------------------------------------
 
@@ -197,10 +189,12 @@ class Repository(Recovery):
         limit: int = 20,
         cursor: str | None = None,
         thread_id: uuid.UUID | None = None, caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
-        for column, value in (("thread_id", thread_id), ("caller_id", caller_id)):
+        for column, value in (("thread_id", thread_id), ("caller_id", caller_id),
+                              ("schedule_id", schedule_id)):
             if value is not None:
                 query = query.where(agents.c[column] == value)
         if status is not None:

@@ -30,6 +30,9 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/assistants"), ("get", "/api/v1/assistants"),
     ("get", "/api/v1/assistants/{assistant}"), ("patch", "/api/v1/assistants/{assistant}"),
     ("delete", "/api/v1/assistants/{assistant}"), ("get", "/api/v1/assistants/{assistant}/versions"),
+    ("post", "/api/v1/schedules"), ("get", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{schedule_id}"), ("patch", "/api/v1/schedules/{schedule_id}"),
+    ("delete", "/api/v1/schedules/{schedule_id}"),
     # LangGraph's SDK (README, LangGraph SDK)
     ("post", "/langgraph/assistants/search"), ("get", "/langgraph/assistants/{assistant_id}"),
     ("post", "/langgraph/threads"), ("post", "/langgraph/threads/search"),
