@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from jarvis_agents.durations import duration_s
 from jarvis_agents.errors import ConfigError
 from jarvis_agents.redaction import HIDDEN, redacted_url
 from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
@@ -102,6 +103,7 @@ class Settings:
     # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
     model_concurrency: tuple[tuple[str, int], ...] = ()
     model_idle_s: float = MODEL_IDLE_S  # JARVIS_MODEL_IDLE, for tests only
+    retention_s: float | None = None  # JARVIS_RETENTION; None keeps ended agents forever
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -198,6 +200,7 @@ class Settings:
             approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
             model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
             model_idle_s=_float(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
+            retention_s=duration_s("JARVIS_RETENTION", env.get("JARVIS_RETENTION")),
         )
 
     def __repr__(self) -> str:

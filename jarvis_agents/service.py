@@ -21,6 +21,7 @@ from jarvis_agents import approvals
 from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
+from jarvis_agents.deleting import Deleting
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, Follower, Subscriber, follow
@@ -122,6 +123,7 @@ class AgentService:
         self.model_check = model_check
         self.assistants = Assistants(repository.assistants, settings=settings,
                                      known_tools=self._known_tools)
+        self.deleting = Deleting(repository)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,

@@ -22,13 +22,16 @@ from typing import Any, Protocol
 
 from jarvis_agents.assistants import AssistantStore
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.retention import DeletionStore
 from jarvis_agents.threads import Earlier
 
 
 class AgentStore(Protocol):
-    """Agents and their steps, with compare-and-set writes; assistants beside them."""
+    """Agents and their steps, with compare-and-set writes; assistants and deletions
+    beside them."""
 
     assistants: AssistantStore
+    deletions: DeletionStore
 
     # --- agents --------------------------------------------------------------------
 

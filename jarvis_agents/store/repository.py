@@ -22,18 +22,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    DateTime,
-    Engine,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import DateTime, Engine, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -51,6 +40,7 @@ from jarvis_agents.store.active_limit import at_active_limit, resume_waiting, to
 from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
+from jarvis_agents.store.deletion import DeletionRows
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
@@ -115,7 +105,7 @@ def _claim(models: int) -> Prebuilt:
 
 class Repository(Recovery):
     """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
-    outbox and assistants beside them (`users`, `statistics`, `outbox`, `assistants`)."""
+    outbox, assistants and deletions beside them (`users`, `statistics`, `outbox`, …)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -127,6 +117,7 @@ class Repository(Recovery):
         self.outbox = OutboxStore(engine, self._one_statement)
         self.threads = ThreadStore(engine)
         self.assistants = AssistantRows(engine, self.connections)
+        self.deletions = DeletionRows(engine)
 
     # --- agents --------------------------------------------------------------------
 

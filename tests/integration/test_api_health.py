@@ -30,6 +30,7 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/assistants"), ("get", "/api/v1/assistants"),
     ("get", "/api/v1/assistants/{assistant}"), ("patch", "/api/v1/assistants/{assistant}"),
     ("delete", "/api/v1/assistants/{assistant}"), ("get", "/api/v1/assistants/{assistant}/versions"),
+    ("delete", "/api/v1/threads/{thread_id}"),
 }
 
 
