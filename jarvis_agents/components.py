@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
+    from jarvis_agents.retention import Retention
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -173,10 +174,26 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings,
+        dispatcher=dispatcher, settings=settings, retention=retention_of(repository, settings, metrics),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
                             router, timings)
+
+
+def retention_of(
+    repository: Repository, settings: Settings, metrics: ClusterMetrics,
+) -> Retention | None:
+    """JARVIS_RETENTION's sweep, its deletions counted for the API's /metrics; None unset."""
+    from jarvis_agents.retention import Deleted, Retention
+
+    def record(deleted: Deleted) -> None:
+        for kind, rows in deleted.by_kind().items():
+            if rows:
+                metrics.inc("jarvis_retention_deleted", kind, amount=rows)
+
+    if settings.retention_s is None:
+        return None
+    return Retention(repository.deletions, retention_s=settings.retention_s, record=record)

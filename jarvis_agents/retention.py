@@ -98,10 +98,6 @@ class DeletionStore(Protocol):
         whose id is in `callers`."""
         ...
 
-    def oldest_end(self) -> datetime | None:
-        """When the agent that ended first of those stored ended."""
-        ...
-
     def agents_of_user(self, user_id: uuid.UUID, *, ended: bool, limit: int) -> list[uuid.UUID]:
         """Up to `limit` of the user's agents that have ended (or, not `ended`, not)."""
         ...
@@ -119,19 +115,17 @@ def deadline_s(retention_s: float) -> float:
 
 
 class Retention:
-    """One worker's retention sweep; `record` counts what it deleted, `oldest` is told the
-    age (s) of the oldest ended agent kept after each sweep."""
+    """One worker's retention sweep (the runner's sweep loop runs it every heartbeat
+    interval); `record` counts what each batch deleted."""
 
     def __init__(
         self, store: DeletionStore, *, retention_s: float,
         record: Callable[[Deleted], None] = lambda _: None,
-        oldest: Callable[[float], None] = lambda _: None,
         clock: Callable[[], datetime] = utcnow, budget_s: float = SWEEP_BUDGET_S,
     ) -> None:
         self.store = store
         self.retention = timedelta(seconds=retention_s)
         self.record = record
-        self.oldest = oldest
         self.clock = clock
         self.budget_s = budget_s
 
@@ -155,8 +149,6 @@ class Retention:
                 self.record(deleted)
             if len(page) < PAGE:
                 break
-        oldest = self.store.oldest_end()
-        self.oldest((self.clock() - oldest).total_seconds() if oldest else 0.0)
         if report.deleted.agents:
             log.info("retention: deleted %s agents (%s steps) that ended before %s",
                      report.deleted.agents, report.deleted.steps, cutoff.isoformat())

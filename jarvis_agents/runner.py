@@ -31,6 +31,7 @@ from jarvis_agents.executor import Executor
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
+from jarvis_agents.retention import Retention
 from jarvis_agents.retry import is_database_outage
 from jarvis_agents.routing import queue_for
 from jarvis_agents.store.interface import AgentStore
@@ -77,6 +78,7 @@ class AgentRunner:
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
+        retention: Retention | None = None,
     ) -> None:
         # The heartbeat and the sweeper use the repository; an agent's own calls go
         # through `store`, which retries them through a database outage.
@@ -96,6 +98,7 @@ class AgentRunner:
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
         self.sweeper = Sweeper(repository=repository, dispatcher=dispatcher, events=events,
                                settings=settings, last_outage=lambda: self._database_failed_at)
+        self.retention = retention  # JARVIS_RETENTION's sweep, run after the sweeper's
         # The cancel listener: whether it is subscribed, how often it (re)connected,
         # and when it last heard a cancel (time.monotonic()).
         self._listening = threading.Event()
@@ -290,6 +293,11 @@ class AgentRunner:
                 self.sweeper.sweep()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 self._failed("sweep", exc)
+            try:
+                if self.retention is not None:
+                    self.retention.sweep()
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                self._failed("retention sweep", exc)
             if self._stopping.wait(self.settings.heartbeat_interval_s):
                 return
 

@@ -107,10 +107,6 @@ class DeletionRows:
             found.append(agents.c.id.in_(list(callers)))
         return self._links(select(*LINKS).where(or_(*found)))
 
-    def oldest_end(self) -> datetime | None:
-        with self.engine.connect() as conn:
-            return as_utc(conn.execute(select(func.min(agents.c.completed_at))).scalar())
-
     def agents_of_user(self, user_id: uuid.UUID, *, ended: bool, limit: int) -> list[uuid.UUID]:
         with self.engine.connect() as conn:
             return list(conn.execute(

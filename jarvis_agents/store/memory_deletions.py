@@ -71,10 +71,6 @@ class MemoryDeletions:
                 if a.caller_id in ids or a.forked_from_id in ids or a.thread_id in threads
                 or a.id in callers]
 
-    def oldest_end(self) -> datetime | None:
-        return min((a.completed_at for a in list(self.store.agents.values())
-                    if a.completed_at is not None), default=None)
-
     def agents_of_user(self, user_id: uuid.UUID, *, ended: bool, limit: int) -> list[uuid.UUID]:
         return [a.id for a in list(self.store.agents.values())
                 if a.user_id == user_id and (a.completed_at is not None) == ended][:limit]
