@@ -18,7 +18,7 @@ pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api
 
 
 def deleted_agents(text: str) -> float:
-    found = re.search(r'^jarvis_retention_deleted_total\{kind="agent"\} (\S+)$', text, re.M)
+    found = re.search(r'^jarvis_retention_deleted_total\{kind="agent"\} (\S+)$', text, re.MULTILINE)
     return float(found[1]) if found else 0.0
 
 
@@ -38,13 +38,14 @@ def test_a_worker_deletes_what_ended_longer_ago_than_the_retention(
         assert http.get(f"/api/v1/agents/{agent['id']}/steps").status_code == 404
         metrics = wait_until(lambda: (t := http.get("/metrics").text) and deleted_agents(t) >= 1 and t,
                              timeout_s=60)
-        assert re.search(r'^jarvis_retention_deleted_total\{kind="step"\} [1-9]', metrics, re.M)
+        assert re.search(r'^jarvis_retention_deleted_total\{kind="step"\} [1-9]', metrics, re.MULTILINE)
         assert "jarvis_retention_oldest_ended_age_seconds" in metrics
 
 
 def test_a_retention_that_is_not_a_duration_stops_the_worker_with_a_sentence(pg_url):
     env = cli_env(DATABASE_URL=pg_url, JARVIS_RETENTION="ninety days")
-    ran = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", "worker"], env=env, cwd=ROOT,
+    ran = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", "worker"], check=False,
+                         env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode != 0
     assert "JARVIS_RETENTION must be a positive duration such as 90d" in ran.stderr
