@@ -51,7 +51,7 @@ class Deleting:
             deleted += self.store.deletions.delete_ended(ids[start:start + BATCH], user_id=user_id)
         return deleted
 
-    def ended_agents_of(self, user_id: uuid.UUID) -> Deleted:
+    def delete_agents_of_user(self, user_id: uuid.UUID) -> Deleted:
         """Delete every ended agent of the user's, a batch at a time; Conflict (nothing
         deleted) while they have an agent that has not ended."""
         active = self.store.deletions.agents_of_user(user_id, ended=False, limit=BATCH)

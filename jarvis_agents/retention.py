@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -158,15 +158,14 @@ class Retention:
 def deletable(store: DeletionStore, expired: Sequence[Links], cutoff: datetime) -> list[uuid.UUID]:
     """Of `expired` and the agents found to depend on them, those no kept agent depends on."""
     known = {a.id: a for a in expired}
-    frontier: Iterable[Links] = expired
+    frontier: list[Links] = list(expired)
     unexplored: set[uuid.UUID] = set()
     while frontier:
-        batch = list(frontier)
         if len(known) >= MAX_LINKED:
-            unexplored = {a.id for a in batch}
+            unexplored = {a.id for a in frontier}
             break
-        found = store.linked({a.id for a in batch}, {a.thread for a in batch},
-                             {a.caller_id for a in batch if a.caller_id})
+        found = store.linked({a.id for a in frontier}, {a.thread for a in frontier},
+                             {a.caller_id for a in frontier if a.caller_id})
         frontier = [a for a in found if a.id not in known]
         known.update((a.id, a) for a in frontier)
     kept = {a.id for a in known.values()

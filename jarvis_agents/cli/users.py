@@ -113,7 +113,7 @@ def users_delete(name: str) -> None:
         user = repository.users.by_name(name)
         if user is None:
             raise NotFound(f"there is no user named {name!r}")
-        deleted = Deleting(repository).ended_agents_of(user.id)
+        deleted = Deleting(repository).delete_agents_of_user(user.id)
         if not repository.deletions.delete_user(user.id):
             raise Conflict(f"user {name!r} started an agent meanwhile; cancel it and run "
                            "`users delete` again", code="user_has_active_agents")

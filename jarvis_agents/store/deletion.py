@@ -15,8 +15,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, and_, delete, exists, func, or_, select
+from sqlalchemy import ColumnElement, Engine, Select, and_, delete, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from jarvis_agents.retention import Deleted, Links
@@ -48,7 +49,7 @@ LINKS = (agents.c.id, agents.c.created_at, agents.c.completed_at, agents.c.threa
 ENDED = agents.c.completed_at.is_not(None)  # the schema ties it to a terminal status
 
 
-def _not_depended_on(ended_before: datetime) -> object:
+def _not_depended_on(ended_before: datetime) -> ColumnElement[bool]:
     """No agent that has not ended before `ended_before` depends on the agent directly:
     a later turn of its thread, a child, its caller, a fork of it."""
     other = aliased(agents, name="dependent")
@@ -128,8 +129,8 @@ class DeletionRows:
             (conn.commit if gone else conn.rollback)()
         return gone
 
-    def _links(self, query: object) -> list[Links]:
+    def _links(self, query: Select[Any]) -> list[Links]:
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()  # type: ignore[call-overload]
+            rows = conn.execute(query).all()
         return [Links(row.id, as_utc(row.created_at), as_utc(row.completed_at), row.thread_id,
                       row.caller_id, row.forked_from_id) for row in rows]

@@ -120,14 +120,14 @@ def test_deleting_a_user_refuses_while_one_of_their_agents_waits(repository) -> 
     done = ended(repository, user.id)
     kept = ended(repository, other.id)
     with pytest.raises(Conflict, match="cancel them first"):
-        deleting.ended_agents_of(user.id)
+        deleting.delete_agents_of_user(user.id)
     assert repository.get(done.id) is not None and repository.users.by_name("carol")
     assert not repository.deletions.delete_user(user.id)
     assert repository.users.by_name("carol") is not None
 
     assert repository.transition(agent.id, AgentStatus.WAITING, AgentStatus.CANCELLED,
                                  stop_reason=StopReason.CANCELLED)
-    assert deleting.ended_agents_of(user.id).agents == 2
+    assert deleting.delete_agents_of_user(user.id).agents == 2
     assert repository.deletions.delete_user(user.id)
     assert repository.users.by_name("carol") is None and repository.get(agent.id) is None
     assert repository.get(kept.id) is not None
