@@ -33,6 +33,8 @@ def create_app(
     from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
+    from api.langgraph import KEY_HEADER as LANGGRAPH_KEY_HEADER
+    from api.langgraph_stream import bp as langgraph_bp  # the blueprint, its streams included
     from api.sse import DirectStreams
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
@@ -102,10 +104,11 @@ def create_app(
 
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
-    auth.install(app, context.keys)
+    auth.install(app, context.keys, key_headers={langgraph_bp.name: LANGGRAPH_KEY_HEADER})
     for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     app.register_blueprint(a2a_bp)
+    app.register_blueprint(langgraph_bp)
     if traced:
         _instrument(app)
         closers.append(tracing.flush)

@@ -14,7 +14,7 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, deletion_schema, responses, schemas
+from api import assistant_schema, deletion_schema, langgraph_schema, responses, schemas
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -334,13 +334,15 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                              "`{\"error\": {\"code\", \"message\"}}`."},
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
-        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"}],
+        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"},
+              {"name": "langgraph"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
         {"type": "http", "scheme": "bearer",
          "description": "An API key from `jarvis-agents users create NAME`."},
     )
+    spec.components.security_scheme(*langgraph_schema.SECURITY_SCHEME)
     create = _add_model(spec, schemas.CreateAgent, mode="validation")
     if tool_names:
         items = create["properties"]["tools"]["anyOf"][0]["items"]
@@ -362,7 +364,8 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
     for model in assistant_schema.ANSWERS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
     paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
-             **deletion_schema.operations(_error, COMMON_ERRORS)}
+             **deletion_schema.operations(_error, COMMON_ERRORS),
+             **langgraph_schema.operations(_error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)
         spec.path(path=path, operations=operations, parameters=shared)

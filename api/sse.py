@@ -4,7 +4,7 @@ What to tell comes from `jarvis_agents.events` (`follow`'s StepEvent and Ended);
 module only frames it. A hot agent watched by a thousand streams used to cost, per
 event, a thousand `json.dumps` of the same event and a thousand greenlets woken,
 each going through its generator, Werkzeug and gunicorn's chunked writer to the same
-`send()` (70–100 µs per stream: the last stream got it ~100 ms after the first). Now
+`send()`, one stream after another, so the last stream got it long after the first. Now
 `step_frame` encodes a published step once, and `SocketWriter` lets the hub's reader
 put it straight on each waiting stream's socket: one `send()` per stream.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import gc
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
-    from jarvis_agents.retention import Retention
     from jarvis_agents.runner import AgentRunner
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
@@ -44,10 +44,11 @@ def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
 
 
 def freeze_start_up_objects() -> None:
-    """Take what exists once a process is up (modules, the app, its pools: ~140,000
+    """Take what exists once a process is up (modules, the app, its pools: most of the
     objects in the API) out of the garbage collector's sight. A full collection walked
-    them all for ~75 ms, every request or agent in the process waiting (paced creates:
-    p99 57 ms, not 7). Start-up's garbage is collected first, not frozen with the rest.
+    them all while every request or agent in the process waited, which showed as the
+    tail of the create latency (BENCHMARKS.md). Start-up's garbage is collected first,
+    not frozen with the rest.
     Undo with `gc.unfreeze()` before exiting: the interpreter's teardown would find them
     only once modules are half gone, and logging's weakref callbacks print tracebacks."""
     gc.collect()
@@ -127,6 +128,18 @@ class WorkerComponents:
         self.redis.close()
 
 
+def langgraph_queue(repository: Repository, settings: Settings, dispatcher: Dispatcher,
+                    events: Any) -> Any:
+    """The duty that starts LangGraph runs enqueued behind a thread's active one once
+    their turn has come (jarvis_agents/langgraph/runs.py)."""
+    from jarvis_agents.langgraph import LangGraph
+    from jarvis_agents.service import AgentService
+
+    agents = AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
+                          events=events, tool_names=())
+    return LangGraph.of(agents).runs.start_due
+
+
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     """A worker's pieces."""
     from jarvis_agents import tracing
@@ -142,12 +155,12 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
-    # Statements take well under a millisecond: 20 connections serve 200 agents, and a
+    # Statements are short beside a model call: 20 connections serve 200 agents, and a
     # worker process stays within 21 of PostgreSQL's default max_connections of 100
     # (the step writes have one of their own, see store/postgres.py).
     # A fixed pool: with overflow, 200 threads kept opening connections beyond it and
-    # closing them as they came back (60-100 new PostgreSQL backends per 500 agents,
-    # each a process forked and warmed up), for no throughput that could be measured.
+    # closing them as they came back (each a PostgreSQL backend: a process forked and
+    # warmed up), for no throughput that could be measured.
     repository = open_repository(
         settings, pool_size=min(20, settings.worker_concurrency // 4 + 5), overflow=False)
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
@@ -174,7 +187,9 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
-        dispatcher=dispatcher, settings=settings, retention=retention_of(repository, settings, metrics),
+        dispatcher=dispatcher, settings=settings,
+        duties=(langgraph_queue(repository, settings, dispatcher, events),
+                *retention_duties(repository, settings, metrics)),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
@@ -183,10 +198,11 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
                             router, timings)
 
 
-def retention_of(
+def retention_duties(
     repository: Repository, settings: Settings, metrics: ClusterMetrics,
-) -> Retention | None:
-    """JARVIS_RETENTION's sweep, its deletions counted for the API's /metrics; None unset."""
+) -> tuple[Callable[[], object], ...]:
+    """JARVIS_RETENTION's sweep, run after each of the worker's sweeps, its deletions
+    counted for the API's /metrics; none when it is unset."""
     from jarvis_agents.retention import Deleted, Retention
 
     def record(deleted: Deleted) -> None:
@@ -195,5 +211,5 @@ def retention_of(
                 metrics.inc("jarvis_retention_deleted", kind, amount=rows)
 
     if settings.retention_s is None:
-        return None
-    return Retention(repository.deletions, retention_s=settings.retention_s, record=record)
+        return ()
+    return (Retention(repository.deletions, retention_s=settings.retention_s, record=record).sweep,)

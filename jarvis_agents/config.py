@@ -24,9 +24,9 @@ PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PR
 DEFAULT_MAX_REPLY_TOKENS = 4096
 DEFAULT_MAX_REPLY_CHARS = 65536
 # Agents one worker process runs at once, as threads. A waiting agent blocks on a
-# socket or a queue, so an idle thread costs little (about 100 KiB resident per agent in
-# flight, measured: bench scenario 6): one process keeps a thousand slow agents in flight,
-# where 200 left 1,000 agents of 4 s each to run in five waves.
+# socket or a queue, so an idle thread costs little memory (BENCHMARKS.md, scale on one
+# worker process): one process keeps a thousand slow agents in flight at once, where a
+# smaller pool would run them in waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
 # Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
 # 10 s, 6 tries over 8 min 35 s in all, then the delivery is dead (README, Webhooks).

@@ -18,7 +18,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +31,6 @@ from jarvis_agents.executor import Executor
 from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
 from jarvis_agents.llm.base import StopSignal
 from jarvis_agents.logs import current_agent_id
-from jarvis_agents.retention import Retention
 from jarvis_agents.retry import is_database_outage
 from jarvis_agents.routing import queue_for
 from jarvis_agents.store.interface import AgentStore
@@ -78,8 +77,10 @@ class AgentRunner:
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
-        retention: Retention | None = None,
+        duties: Sequence[Callable[[], object]] = (),
     ) -> None:
+        """`duties` run after each sweep (the LangGraph door's queue: runs whose turn
+        has come are started there, with no worker waiting for them)."""
         # The heartbeat and the sweeper use the repository; an agent's own calls go
         # through `store`, which retries them through a database outage.
         self.repository = repository
@@ -96,9 +97,9 @@ class AgentRunner:
         self._shutting_down = threading.Event()  # from the first shutdown signal on
         self._threads: list[threading.Thread] = []
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
+        self.duties = tuple(duties)
         self.sweeper = Sweeper(repository=repository, dispatcher=dispatcher, events=events,
                                settings=settings, last_outage=lambda: self._database_failed_at)
-        self.retention = retention  # JARVIS_RETENTION's sweep, run after the sweeper's
         # The cancel listener: whether it is subscribed, how often it (re)connected,
         # and when it last heard a cancel (time.monotonic()).
         self._listening = threading.Event()
@@ -289,15 +290,11 @@ class AgentRunner:
         # The first sweep at once: a worker started after a restart sends again what the
         # last one handed back, if the message went with Redis, without an interval's wait.
         while True:
-            try:
-                self.sweeper.sweep()
-            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
-                self._failed("sweep", exc)
-            try:
-                if self.retention is not None:
-                    self.retention.sweep()
-            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
-                self._failed("retention sweep", exc)
+            for duty in (self.sweeper.sweep, *self.duties):
+                try:
+                    duty()
+                except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                    self._failed("sweep", exc)
             if self._stopping.wait(self.settings.heartbeat_interval_s):
                 return
 

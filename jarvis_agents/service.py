@@ -128,11 +128,14 @@ class AgentService:
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
         traceparent: str | None = None, before_enqueue: Callable[[Agent], None] | None = None,
+        agent_id: uuid.UUID | None = None, new_thread_id: uuid.UUID | None = None,
     ) -> tuple[Agent, bool]:
         """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat.
 
         `traceparent` is the trace the agent joins (the create request's); None starts one.
         `before_enqueue` is called with a created agent before any worker can take it.
+        `agent_id` is the id to give it (a run the LangGraph door announced before its
+        turn); `new_thread_id` the id of the thread it starts, when not its own.
         """
         # Without an assistant, the default one: known without a read (the hot path).
         assistant = (default_assistant(user_id) if request.assistant is None
@@ -154,6 +157,10 @@ class AgentService:
         )
         if self.model_check is not None:
             self.model_check(agent.model)  # the assistant's, the create's or the default
+        if agent_id is not None:
+            agent = replace(agent, id=agent_id, thread_id=agent_id)
+        if new_thread_id is not None:
+            agent = replace(agent, thread_id=new_thread_id)
         agent = replace(agent, task_id=str(agent.id))
         if request.thread_id is not None:
             agent = self._in_thread(agent, request.thread_id)

@@ -233,7 +233,7 @@ if __name__ == "__main__":
             print(code, file=sys.stderr)
     # Every part is closed by now (celery_main's `finally`) and the spans are sent.
     # What is left is the interpreter's teardown of the heap (Celery, kombu, SQLAlchemy,
-    # OpenTelemetry: ~0.7 s of every stop on our hardware), so the logs are flushed and
+    # OpenTelemetry: a wait felt on every stop), so the logs are flushed and
     # the process ends here.
     logging.shutdown()
     sys.stdout.flush()

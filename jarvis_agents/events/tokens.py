@@ -147,7 +147,7 @@ class TokenBatcher:
         # deadline, which comes no later than any newer reply's: then it need not be woken.
         # It sleeps so only once no text came for LINGER_S: until then it looks every
         # interval, so that a reply's first text, nearly always, wakes nobody (a thread
-        # woken on every reply's first text cost that reply 40 µs of the GIL, in turn).
+        # woken on every reply's first text took the GIL from the reply's own thread).
         self._idle = True
         self._last_due = -math.inf  # time.monotonic() of the last text that came
 

@@ -48,8 +48,9 @@ def attempt(
     early, raising, on a cancellation or at the deadline.
     """
     # The first try outside the policy: nearly every call succeeds at once, and building
-    # and stepping through a tenacity policy cost ~60 us of CPU per model call. A first
-    # failure is handed to the policy as its first attempt (same backoffs, same logs).
+    # and stepping through a tenacity policy is a measurable part of a model call's CPU
+    # (BENCHMARKS.md). A first failure is handed to the policy as its first attempt (same
+    # backoffs, same logs).
     attempts = 1
     try:
         return call()

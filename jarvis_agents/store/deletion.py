@@ -1,5 +1,6 @@
 """Deleting agents in SQL, with everything that belongs to them (jarvis_agents/retention.py
-says when): their steps, webhook deliveries and A2A push configs, then their rows.
+says when): their steps, webhook deliveries, A2A push configs and the LangGraph runs that
+resumed them, then their rows.
 
 A deletion is one short transaction. It first locks the rows of the agents it may delete
 — those that have ended, as the statement finds them then, skipping any another
@@ -21,6 +22,7 @@ from sqlalchemy import ColumnElement, Engine, Select, and_, delete, exists, func
 from sqlalchemy.orm import aliased
 
 from jarvis_agents.retention import Deleted, Links
+from jarvis_agents.store.langgraph_tables import LangGraphRunRow, LangGraphThreadRow
 from jarvis_agents.store.models import (
     A2APushConfigRow,
     AgentRow,
@@ -37,11 +39,11 @@ deliveries = WebhookDeliveryRow.__table__
 push_configs = A2APushConfigRow.__table__
 # What belongs to an agent, deleted before it, in the open rather than by ON DELETE
 # CASCADE: the counts are the retention metric's.
-BELONGINGS = (steps, deliveries, push_configs)
+BELONGINGS = (steps, deliveries, push_configs, LangGraphRunRow.__table__)
 # The tables of what a user owns besides agents, by a `user_id` column, deleted with the
 # user (their rows' own rows, an assistant's versions, go by ON DELETE CASCADE). A new
 # kind of thing a user owns (schedules) adds its table here.
-OWNED_BY_USER = (AssistantRow.__table__,)
+OWNED_BY_USER = (AssistantRow.__table__, LangGraphRunRow.__table__, LangGraphThreadRow.__table__)
 users = UserRow.__table__
 
 LINKS = (agents.c.id, agents.c.created_at, agents.c.completed_at, agents.c.thread_id,

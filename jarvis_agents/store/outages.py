@@ -132,7 +132,7 @@ class OutageTolerantStore:
         when an earlier try may have committed before its connection broke.
 
         The first try runs outside the policy, which is built only once it failed (the
-        policy costs ~50 µs per call, and nearly every call succeeds); that failure is
+        policy costs CPU on every call, and nearly every call succeeds); that failure is
         handed to the policy as its first attempt: same backoffs, same logs, same budget.
         """
         try:

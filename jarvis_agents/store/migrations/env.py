@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
+from jarvis_agents.store import langgraph_tables  # noqa: F401 - its tables join Base's metadata
 from jarvis_agents.store.models import Base
 
 config = context.config

@@ -1,7 +1,7 @@
 """retention: the ended agents by when they ended, and an agent's forks
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0021
 Create Date: 2026-12-06 23:59:00
 
 Two partial indexes on agents, for the retention sweep (README, Deleting and
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0020'
-down_revision = '0017'
+down_revision = '0021'
 branch_labels = None
 depends_on = None
 
