@@ -188,3 +188,18 @@ def test_the_sweep_keeps_an_agent_whose_follow_up_is_created_meanwhile(repositor
     repository.create_agent(replace(new_agent(user.id), thread_id=first.id, parent_id=first.id))
     assert repository.deletions.delete_ended([first.id], ended_before=cutoff) == Deleted()
     assert repository.get(first.id) is not None
+
+
+def test_a_purged_agent_takes_the_langgraph_runs_that_resumed_it(repository) -> None:
+    from jarvis_agents.store.langgraph import RESUME, LangGraphStore, RunRow
+
+    user, _ = repository.users.create("grace")
+    agent = ended(repository, user.id)
+    kept = ended(repository, user.id)
+    runs = LangGraphStore(repository.engine)
+    for of in (agent, kept):
+        runs.add_run(RunRow(id=uuid.uuid4(), user_id=user.id, thread_id=of.id, kind=RESUME,
+                            created_at=utcnow(), agent_id=of.id, after_seq=2))
+    Deleting(repository).purge(user.id, agent.id)
+    assert runs.runs_of_thread(agent.id) == []
+    assert [r.agent_id for r in runs.runs_of_thread(kept.id)] == [kept.id]
