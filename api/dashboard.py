@@ -18,9 +18,9 @@ from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page's assets: the stylesheet, and the script's modules (it imports the others).
-ASSETS = ("dashboard.css", "dashboard.js", "approval.js", "assistants.js", "delegation.js",
-          "form.js", "page.js", "schedules.js", "sse.js", "thread.js", "views.js", "operator.css",
-          "operator.js", "metrics.js")
+ASSETS = ("dashboard.css", "dashboard.js", "actions.js", "approval.js", "assistants.js",
+          "delegation.js", "form.js", "page.js", "schedules.js", "sse.js", "thread.js", "views.js",
+          "operator.css", "operator.js", "metrics.js")
 # The operator page's chart library, vendored (static/vendor/uplot/VERSION says whence).
 CHART_DIR = STATIC_DIR / "vendor" / "uplot"
 CHART_ASSETS = ("uPlot.iife.min.js", "uPlot.min.css")

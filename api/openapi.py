@@ -14,7 +14,14 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, langgraph_schema, responses, schedule_schema, schemas
+from api import (
+    assistant_schema,
+    deletion_schema,
+    langgraph_schema,
+    responses,
+    schedule_schema,
+    schemas,
+)
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -170,11 +177,13 @@ def _operations() -> dict[str, dict[str, Any]]:
             },
             "delete": {
                 "operationId": "cancelAgent", "tags": ["agents"],
-                "summary": "Cancel a PENDING, RUNNING or WAITING agent.",
+                "summary": "Cancel a PENDING, RUNNING or WAITING agent; with `purge=true`, "
+                           "delete an ended one.",
+                "parameters": [deletion_schema.PURGE],
                 "responses": {
                     "200": _json("Agent", "The agent, now CANCELLED."),
-                    **NOT_FOUND,
-                    "409": _error("The agent had already ended (COMPLETED, FAILED or CANCELLED)."),
+                    "204": deletion_schema.PURGED, **BAD_REQUEST, **NOT_FOUND,
+                    "409": _error(deletion_schema.AGENT_CONFLICT),
                     **COMMON_ERRORS,
                 },
             },
@@ -375,6 +384,7 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                                _add_model(spec, model, mode="serialization"))
     paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
              **schedule_schema.operations(_json, _error, COMMON_ERRORS),
+             **deletion_schema.operations(_error, COMMON_ERRORS),
              **langgraph_schema.operations(_error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)

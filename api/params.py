@@ -143,6 +143,14 @@ class AgentIdConverter(BaseConverter):
     regex = r"(?!stream$)[^/]+"
 
 
+def thread_id(raw: str) -> uuid.UUID:
+    """A thread id from the path; anything that is not a UUID names no thread (404)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"no thread with id {raw[:80]!r}", code="thread_not_found") from None
+
+
 def agent_id(raw: str) -> uuid.UUID:
     """An agent id from the path; anything that is not a UUID names no agent (404)."""
     try:
@@ -203,13 +211,18 @@ def query_cursor() -> str | None:
 
 def query_tokens() -> bool:
     """`?tokens=1` on an agent's event stream: live `token` events too (CONTRACT §6)."""
-    raw = request.args.get("tokens")
+    return query_flag("tokens", "1 (live tokens) or 0")
+
+
+def query_flag(name: str, meaning: str) -> bool:
+    """A yes-or-no query parameter (`1`/`true` or `0`/`false`), False when absent."""
+    raw = request.args.get(name)
     if raw is None:
         return False
     value = raw.strip().lower()
     if value not in {"0", "1", "true", "false"}:
-        raise RequestError(f"`tokens` must be 1 (live tokens) or 0, not {raw[:40]!r}",
-                           code="invalid_tokens")
+        raise RequestError(f"`{name}` must be {meaning}, not {raw[:40]!r}",
+                           code=f"invalid_{name}")
     return value in {"1", "true"}
 
 

@@ -48,6 +48,9 @@ SPECS: Mapping[str, Spec] = {
         "counter", "Tokens read (input) and written (output) by model calls.",
         ("model", "direction")),
     "jarvis_tool_seconds": Spec("histogram", "Time of one tool call.", ("tool",)),
+    "jarvis_retention_deleted": Spec(
+        "counter", "Rows the retention sweep deleted, by kind: agent, step, webhook_delivery.",
+        ("kind",)),
     "jarvis_webhook_deliveries": Spec(
         "counter", "Webhook delivery tries by outcome: delivered, failed (to be tried "
         "again) or dead (the last try failed, or its lease ran out: never tried again).",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import gc
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,8 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,
-        duties=(langgraph_queue(repository, settings, dispatcher, events),),
+        duties=(langgraph_queue(repository, settings, dispatcher, events),
+                *retention_duties(repository, settings, metrics)),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
@@ -252,3 +254,20 @@ def scheduled(metrics: ClusterMetrics, outcome: str, lag_s: float) -> None:
     metrics.inc("jarvis_schedule_firings", outcome)
     if outcome == "fired":
         metrics.observe("jarvis_schedule_lag_seconds", seconds=lag_s)
+
+
+def retention_duties(
+    repository: Repository, settings: Settings, metrics: ClusterMetrics,
+) -> tuple[Callable[[], object], ...]:
+    """JARVIS_RETENTION's sweep, run after each of the worker's sweeps, its deletions
+    counted for the API's /metrics; none when it is unset."""
+    from jarvis_agents.retention import Deleted, Retention
+
+    def record(deleted: Deleted) -> None:
+        for kind, rows in deleted.by_kind().items():
+            if rows:
+                metrics.inc("jarvis_retention_deleted", kind, amount=rows)
+
+    if settings.retention_s is None:
+        return ()
+    return (Retention(repository.deletions, retention_s=settings.retention_s, record=record).sweep,)

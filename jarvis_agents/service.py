@@ -22,6 +22,7 @@ from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
 from jarvis_agents.delegation import Delegation
+from jarvis_agents.deleting import Deleting
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, Follower, Subscriber, follow
@@ -129,6 +130,7 @@ class AgentService:
                                      dispatcher=dispatcher, events=events)
         self.schedules = Schedules(repository.schedules, settings=settings,
                                    prepare=self._scheduled)
+        self.deleting = Deleting(repository)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,

@@ -4,6 +4,7 @@
 // the selected agent's steps, and its replies as they are written, arrive on its own stream
 // (sse.js). Both are merged by `updated_at`: an answer read before an event never undoes it.
 
+import { initActions } from "./actions.js";
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, initAssistants, loadTools } from "./form.js";
 import { $, callApi, showError, text } from "./page.js";
@@ -352,22 +353,6 @@ function onStep(data) {
   if (String(data.type).toUpperCase() === "ERROR") renderFailure(state.agents.get(state.selected));
 }
 
-async function cancelSelected() {
-  const id = state.selected;
-  if (!id) return;
-  $("cancel").disabled = true;
-  try {
-    remember(await api("DELETE", `/api/v1/agents/${id}`));
-    showAgent();
-  } catch (error) {
-    if (error.status === 401) keyRefused();
-    else if (error.status === 409) refreshSelected();
-    else showError("agent-error", error.message);
-  } finally {
-    $("cancel").disabled = false;
-  }
-}
-
 // --- start ----------------------------------------------------------------------------
 
 function init() {
@@ -385,7 +370,11 @@ function init() {
   $("goal").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
-  $("cancel").addEventListener("click", cancelSelected);
+  initActions({
+    api, selected: () => state.selected, onRefused: keyRefused, onConflict: refreshSelected,
+    onCancelled: (agent) => { remember(agent); showAgent(); },
+    onDeleted: (id) => { state.agents.delete(id); deselect(); renderAgents(); },
+  });
   initAssistants({ api, onRefused: keyRefused });
   initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
   initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });

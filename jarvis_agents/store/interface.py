@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from jarvis_agents.assistants import AssistantStore
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.retention import DeletionStore
 from jarvis_agents.schedules import ScheduleStore
 from jarvis_agents.threads import Earlier
 
@@ -38,11 +39,12 @@ class DelegationStore(Protocol):
 
 class AgentStore(Protocol):
     """Agents and their steps, with compare-and-set writes; assistants, the delegation's
-    rows and schedules beside them."""
+    rows, schedules and deletions beside them."""
 
     assistants: AssistantStore
     delegation: DelegationStore
     schedules: ScheduleStore
+    deletions: DeletionStore
 
     # --- agents --------------------------------------------------------------------
 

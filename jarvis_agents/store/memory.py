@@ -30,6 +30,7 @@ from jarvis_agents.lifecycle import (
 )
 from jarvis_agents.store.memory_assistants import MemoryAssistants
 from jarvis_agents.store.memory_delegation import MemoryDelegation
+from jarvis_agents.store.memory_deletions import MemoryDeletions
 from jarvis_agents.store.memory_schedules import MemorySchedules
 from jarvis_agents.store.rows import decode_cursor, encode_cursor
 from jarvis_agents.threads import Earlier
@@ -44,16 +45,13 @@ class MemoryStore:
         self.assistants = MemoryAssistants()
         self.delegation = MemoryDelegation(self)
         self.schedules = MemorySchedules(self)
-        self._lock = threading.RLock()
-
-    @property
-    def lock(self) -> threading.RLock:
-        """The one lock every call holds (the delegation's twin shares it)."""
-        return self._lock
+        self.deletions = MemoryDeletions(self)
+        # The one lock every call holds (the delegation's and deletions' twins share it).
+        self.lock = threading.RLock()
 
     def add(self, agent: Agent) -> Agent:
         """Put `agent` in the store as it is, whatever its status (a test's setup)."""
-        with self._lock:
+        with self.lock:
             self.agents[agent.id] = agent
             self.steps.setdefault(agent.id, [])
         return agent
@@ -61,7 +59,7 @@ class MemoryStore:
     # --- agents --------------------------------------------------------------------
 
     def create_agent(self, agent: Agent, *, max_active: int | None = None) -> tuple[Agent, bool]:
-        with self._lock:
+        with self.lock:
             if agent.idempotency_key is not None:
                 for earlier in self.agents.values():
                     if (earlier.user_id, earlier.idempotency_key) == (agent.user_id, agent.idempotency_key):
@@ -118,7 +116,7 @@ class MemoryStore:
                 for a in of_thread]
 
     def insert_fork(self, agent: Agent, steps: Sequence[Step], *, max_active: int | None) -> None:
-        with self._lock:
+        with self.lock:
             self._check_active(agent.user_id, max_active)
             self.add(replace(agent, updated_at=_updated(agent), thread_id=_thread(agent)))
             self.steps[agent.id].extend(steps)
@@ -138,7 +136,7 @@ class MemoryStore:
         steps: Sequence[Step] = (), **fields: Any,
     ) -> bool:
         check_transition(expected, new)
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if agent.status is not expected or (attempt is not None and agent.attempt != attempt):
                 return False
@@ -165,7 +163,7 @@ class MemoryStore:
         self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
         **fields: Any,
     ) -> bool:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if agent.status is not AgentStatus.WAITING or agent.attempt != attempt:
                 return False
@@ -178,7 +176,7 @@ class MemoryStore:
         modes: Mapping[str, AgentMode] | None = None,
     ) -> Agent | None:
         now = now or utcnow()
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is None or agent.status is not AgentStatus.PENDING:
                 return None
@@ -196,7 +194,7 @@ class MemoryStore:
         task_id: str | None = None, now: datetime | None = None,
     ) -> Agent | None:
         now = now or utcnow()
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if (agent is None or agent.status is not AgentStatus.RUNNING or agent.attempt != attempt
                     or (agent.heartbeat_at is not None and agent.heartbeat_at >= stale_before)):
@@ -208,7 +206,7 @@ class MemoryStore:
             return taken
 
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is None or not _owned(agent, attempt):
                 return False
@@ -217,7 +215,7 @@ class MemoryStore:
 
     def heartbeat(self, owned: Iterable[tuple[uuid.UUID, int]]) -> int:
         now, alive = utcnow(), 0
-        with self._lock:
+        with self.lock:
             for agent_id, attempt in owned:
                 agent = self.agents.get(agent_id)
                 if agent is not None and _owned(agent, attempt):
@@ -226,13 +224,13 @@ class MemoryStore:
         return alive
 
     def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if _owned(agent, attempt):
                 self.agents[agent_id] = replace(agent, mode=mode)
 
     def forget_task(self, agent_id: uuid.UUID) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is not None and agent.status is AgentStatus.PENDING:
                 self.agents[agent_id] = replace(agent, task_id=None)
@@ -266,7 +264,7 @@ class MemoryStore:
         """Stamp updated_at (and `computed` fields) on up to `limit` agents meeting
         `condition`, least recently updated first; the agents as stamped."""
         now = utcnow()
-        with self._lock:
+        with self.lock:
             chosen = sorted(filter(condition, self.agents.values()), key=_updated)[:limit]
             for agent in chosen:
                 changes = {name: compute(agent) for name, compute in computed.items()}
@@ -278,7 +276,7 @@ class MemoryStore:
     def append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
     ) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if not _owned(agent, attempt):
                 raise StaleAttempt(f"agent {agent_id} is not RUNNING under attempt {attempt}")

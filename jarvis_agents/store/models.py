@@ -187,6 +187,13 @@ class AgentRow(Base):
         Index("ix_agents_status_heartbeat", "status", "heartbeat_at"),
         Index("ix_agents_user_status", "user_id", "status"),
         Index("ix_agents_thread", "thread_id", "created_at"),
+        # Retention (migration 0020): the ended agents oldest end first, and an agent's forks.
+        Index("ix_agents_ended", "completed_at", "id",
+              postgresql_where=text("completed_at IS NOT NULL"),
+              sqlite_where=text("completed_at IS NOT NULL")),
+        Index("ix_agents_forked_from", "forked_from_id",
+              postgresql_where=text("forked_from_id IS NOT NULL"),
+              sqlite_where=text("forked_from_id IS NOT NULL")),
         # One agent of a thread at a time: two racing creates leave one winner.
         Index("uq_agents_one_active_per_thread", "thread_id", unique=True,
               postgresql_where=text(f"NOT {TERMINAL_SQL}"), sqlite_where=text(f"NOT {TERMINAL_SQL}")),

@@ -41,6 +41,7 @@ from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
 from jarvis_agents.store.delegation import DelegationRows
+from jarvis_agents.store.deletion import DeletionRows
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
@@ -106,8 +107,8 @@ def _claim(models: int) -> Prebuilt:
 
 class Repository(Recovery):
     """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
-    outbox, assistants and schedules beside them (`users`, `statistics`, `outbox`,
-    `assistants`, `schedules`)."""
+    outbox, assistants, schedules and deletions beside them (`users`, `statistics`,
+    `outbox`, `assistants`, `schedules`, `deletions`, …)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -121,6 +122,7 @@ class Repository(Recovery):
         self.assistants = AssistantRows(engine, self.connections)
         self.delegation = DelegationRows(engine, self.outbox, self._read, self._one_statement)
         self.schedules = ScheduleRows(engine, self.connections)
+        self.deletions = DeletionRows(engine)
 
     # --- agents --------------------------------------------------------------------
 

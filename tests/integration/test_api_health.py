@@ -33,6 +33,7 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/schedules"), ("get", "/api/v1/schedules"),
     ("get", "/api/v1/schedules/{schedule_id}"), ("patch", "/api/v1/schedules/{schedule_id}"),
     ("delete", "/api/v1/schedules/{schedule_id}"),
+    ("delete", "/api/v1/threads/{thread_id}"),
     # LangGraph's SDK (README, LangGraph SDK)
     ("post", "/langgraph/assistants/search"), ("get", "/langgraph/assistants/{assistant_id}"),
     ("post", "/langgraph/threads"), ("post", "/langgraph/threads/search"),
