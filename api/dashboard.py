@@ -1,7 +1,7 @@
 """The dashboard: one static page at `/` for a user's agents, one at `/operator` for the
 whole system, and their assets; no build step, no CDN.
 
-The page itself needs no API key (CONTRACT §2); it asks the user for one and calls
+The page itself needs no API key (docs/api.md §2); it asks the user for one and calls
 the API with it, so everything it shows is as protected as the API. The strict
 Content-Security-Policy keeps the key in localStorage out of reach of injected
 scripts: only our own script runs, and it only talks to this origin.

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the API, built with apispec from the pydantic models.
 
 Operations are written out here, next to one another, so the document reads like
-CONTRACT §2; the schemas come from `api.schemas`, the same models that validate
+docs/api.md §2; the schemas come from `api.schemas`, the same models that validate
 requests. The tools enum is filled in from the tools this server actually has, when
 they are fixed: with MCP servers configured, tools come and go, and it is left out.
 """
@@ -319,7 +319,7 @@ def _operations() -> dict[str, dict[str, Any]]:
         "/metrics": {
             "get": {
                 "operationId": "metrics", "tags": ["meta"],
-                "summary": "Prometheus metrics of the whole system (CONTRACT §10).",
+                "summary": "Prometheus metrics of the whole system (docs/api.md §10).",
                 **public_,
                 "responses": {"200": {"description": "Prometheus text format.",
                                       "content": {"text/plain": {"schema": {"type": "string"}}}}},

@@ -50,7 +50,7 @@ def create_request() -> tuple[CreateRequest, str | None]:
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """A validated approval body (CONTRACT §7)."""
+    """A validated approval body (docs/api.md §7)."""
 
     call_id: str
     approve: bool
@@ -83,7 +83,7 @@ def _describe_approval(exc: ValidationError) -> str:
                              f"not {_shown(error.get('input'))}")
     return "; ".join(sentences)
 def fork_request() -> ForkRequest:
-    """The validated body of a fork (CONTRACT §8)."""
+    """The validated body of a fork (docs/api.md §8)."""
     try:
         parsed = ForkAgent.model_validate(json_object(), strict=True)
     except ValidationError as exc:
@@ -107,7 +107,7 @@ def query_uuid(name: str, *, code: str) -> uuid.UUID | None:
 
 
 def traceparent() -> str | None:
-    """The trace a create joins (CONTRACT §10): the request's own span when the API
+    """The trace a create joins (docs/api.md §10): the request's own span when the API
     traces (it has honoured a `traceparent` header), else the header's; None: a new one."""
     return tracing.create_traceparent(request.headers.get("traceparent"))
 
@@ -210,7 +210,7 @@ def query_cursor() -> str | None:
 
 
 def query_tokens() -> bool:
-    """`?tokens=1` on an agent's event stream: live `token` events too (CONTRACT §6)."""
+    """`?tokens=1` on an agent's event stream: live `token` events too (docs/api.md §6)."""
     return query_flag("tokens", "1 (live tokens) or 0")
 
 

@@ -1,6 +1,6 @@
 """The HTTP responses' shapes, for the OpenAPI document (api/openapi.py): what the
 domain objects' `to_json` and the SSE frames give, described for clients. They are
-not used to build responses; tests check the two agree (CONTRACT §2, §4)."""
+not used to build responses; tests check the two agree (docs/api.md §2, §4)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
 
 
 class WaitingFor(BaseModel):
-    """The tool call a WAITING agent waits on (CONTRACT §7)."""
+    """The tool call a WAITING agent waits on (docs/api.md §7)."""
 
     model_config = ConfigDict(title="WaitingFor")
 
@@ -52,7 +52,7 @@ class Context(BaseModel):
 
 
 class Agent(BaseModel):
-    """An agent (CONTRACT §2)."""
+    """An agent (docs/api.md §2)."""
 
     model_config = ConfigDict(title="Agent")
 
@@ -142,7 +142,7 @@ class AgentList(BaseModel):
 
 
 class Step(BaseModel):
-    """One persisted step of an agent (CONTRACT §2)."""
+    """One persisted step of an agent (docs/api.md §2)."""
 
     model_config = ConfigDict(title="Step")
 

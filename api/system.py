@@ -1,4 +1,4 @@
-"""The whole system as `/metrics` and `/readyz` report it (CONTRACT §10), in one scrape.
+"""The whole system as `/metrics` and `/readyz` report it (docs/api.md §10), in one scrape.
 
 From the database (jarvis_agents.health), at most every few seconds (api.scrape_cache)
 and never from the steps: agents by status, and the PENDING ones by model with the

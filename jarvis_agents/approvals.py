@@ -1,4 +1,4 @@
-"""A person in the loop (CONTRACT §7): which tool calls wait for an approval, what an
+"""A person in the loop (docs/api.md §7): which tool calls wait for an approval, what an
 answer does to the call, and the two use cases around a WAITING agent.
 
 The executor asks one question before a tool call, `ApprovalGate.waits`: a call of a

@@ -1,4 +1,4 @@
-"""Figures recorded in worker processes, summed in Redis for the API's one scrape (§10).
+"""Figures recorded in worker processes, summed in Redis for the API's one scrape (docs/api.md §10).
 
 A Prometheus registry is per process, and workers run on other machines than the API,
 so the API cannot read theirs. Each worker process keeps what it counts (counters, and

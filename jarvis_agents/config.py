@@ -51,7 +51,7 @@ def default_data_dir(env: Mapping[str, str]) -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the system can be configured with; see CONTRACT §1 and the README."""
+    """Everything the system can be configured with; see docs/api.md §1 and the README."""
 
     database_url: str
     redis_url: str | None

@@ -202,7 +202,7 @@ class Executor:
             request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
-            # The reply's text goes out live while somebody listens (CONTRACT §6).
+            # The reply's text goes out live while somebody listens (docs/api.md §6).
             with self.events.reply_tokens(agent.id, state.next_step) as on_delta:
                 reply = self.model.complete(request, deadline=began + step_budget_s,
                                             should_stop=should_stop, on_delta=on_delta)

@@ -63,7 +63,7 @@ class FixedToolNames:
 
 @dataclass(frozen=True)
 class CreateRequest:
-    """A validated create body (CONTRACT §2); the API has checked types and ranges."""
+    """A validated create body (docs/api.md §2); the API has checked types and ranges."""
 
     goal: str
     max_steps: int | None = None
@@ -95,7 +95,7 @@ class CreateRequest:
 
 @dataclass(frozen=True)
 class ForkRequest:
-    """A validated fork body (CONTRACT §8): what differs from the original, if anything."""
+    """A validated fork body (docs/api.md §8): what differs from the original, if anything."""
 
     after_seq: int
     goal: str | None = None

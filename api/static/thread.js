@@ -1,4 +1,4 @@
-// Conversations and forks (CONTRACT §8): the selected agent's thread shown together,
+// Conversations and forks (docs/api.md §8): the selected agent's thread shown together,
 // "Ask a follow-up" on an ended agent, and "Re-run from here" on a step that ends an
 // iteration. DOM and API calls only; the caller owns the state.
 

@@ -1,4 +1,4 @@
-"""A small HTTP client for the jarvis-agents API (CONTRACT §2 and §4), used by the CLI.
+"""A small HTTP client for the jarvis-agents API (docs/api.md §2 and §4), used by the CLI.
 
     from jarvis_agents.cli.client import JarvisClient
 
@@ -44,7 +44,7 @@ RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class CreateOptions(TypedDict, total=False):
-    """What a create may say besides its goal (CONTRACT §2); None means not said."""
+    """What a create may say besides its goal (docs/api.md §2); None means not said."""
 
     max_steps: int | None
     model: str | None

@@ -77,7 +77,7 @@ class AgentStore(Protocol):
         """Agents WAITING since before `cutoff` (their approval may have timed out)."""
         ...
 
-    # --- threads and forks (CONTRACT §8) ------------------------------------------
+    # --- threads and forks (docs/api.md §8) ------------------------------------------
 
     def agents_of_thread(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> list[Earlier]:
         """The user's agents of the thread, oldest first; [] for an unknown or another

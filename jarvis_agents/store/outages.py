@@ -1,7 +1,7 @@
 """An agent's own database calls, riding out a restart of the database in place.
 
 A restart of PostgreSQL shorter than the heartbeat's staleness must cost a running
-agent nothing (CONTRACT §3): no lost worker counted, no step lost or written twice.
+agent nothing (docs/api.md §3): no lost worker counted, no step lost or written twice.
 So every call an attempt makes for its agent (claim, take-over, reads, step writes,
 the end) is retried where it failed, under `retry.database_outage_policy`, for at
 most `Settings.outage_budget_s`: a longer outage ends the attempt before another

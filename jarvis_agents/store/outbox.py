@@ -55,7 +55,7 @@ from jarvis_agents.store.rows import AGENT_READ, agent_from_row
 agents = AgentRow.__table__
 deliveries = WebhookDeliveryRow.__table__
 
-# The event each status owes (CONTRACT §9).
+# The event each status owes (docs/api.md §9).
 EVENTS: dict[AgentStatus, str] = {
     AgentStatus.COMPLETED: "agent.completed",
     AgentStatus.FAILED: "agent.failed",

@@ -139,7 +139,7 @@ def test_approvals_are_read() -> None:
 
 
 def test_webhook_timing_keeps_the_contracts_schedule_unless_a_test_shortens_it() -> None:
-    # CONTRACT §2: the first retry within 10 s, at least 5 tries over at least 5 minutes.
+    # docs/api.md §2: the first retry within 10 s, at least 5 tries over at least 5 minutes.
     default = Settings.from_env({})
     assert default.webhook_retry_delays_s == (5, 30, 60, 120, 300)
     assert default.webhook_lease_s == 20
