@@ -32,6 +32,7 @@ from jarvis_agents.store.models import (
     WebhookDeliveryRow,
     as_utc,
 )
+from jarvis_agents.store.schedules import ScheduleRow
 
 agents = AgentRow.__table__
 steps = StepRow.__table__
@@ -42,8 +43,9 @@ push_configs = A2APushConfigRow.__table__
 BELONGINGS = (steps, deliveries, push_configs, LangGraphRunRow.__table__)
 # The tables of what a user owns besides agents, by a `user_id` column, deleted with the
 # user (their rows' own rows, an assistant's versions, go by ON DELETE CASCADE). A new
-# kind of thing a user owns (schedules) adds its table here.
-OWNED_BY_USER = (AssistantRow.__table__, LangGraphRunRow.__table__, LangGraphThreadRow.__table__)
+# kind of thing a user owns adds its table here.
+OWNED_BY_USER = (AssistantRow.__table__, ScheduleRow.__table__, LangGraphRunRow.__table__,
+                 LangGraphThreadRow.__table__)
 users = UserRow.__table__
 
 LINKS = (agents.c.id, agents.c.created_at, agents.c.completed_at, agents.c.thread_id,

@@ -156,3 +156,12 @@ def test_a_users_schedules_go_with_the_user(repository: Repository) -> None:
     with repository.engine.begin() as conn:
         conn.execute(users.delete().where(users.c.id == alice.id))
     assert repository.schedules.find(alice.id, made.id) is None
+
+
+def test_deleting_a_user_deletes_their_schedules(repository: Repository) -> None:
+    """`jarvis-agents users delete` (README, Deleting and retention): the user's schedules go."""
+    bob, _ = repository.users.create("bob")
+    made = service_on(repository).schedules.create(bob.id, ScheduleRequest(goal="Report",
+                                                                          cron="0 3 * * *"))
+    assert repository.deletions.delete_user(bob.id)
+    assert repository.schedules.find(bob.id, made.id) is None
