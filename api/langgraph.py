@@ -58,6 +58,13 @@ def run_uuid(raw: str) -> uuid.UUID:
         raise NotFound(f"no run with id {raw[:80]!r}", code="run_not_found") from None
 
 
+def cron_uuid(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"no cron with id {raw[:80]!r}", code="cron_not_found") from None
+
+
 def run_path(view: RunView) -> str:
     return f"{request.host_url.rstrip('/')}{PREFIX}/threads/{view.thread_id}/runs/{view.run_id}"
 
@@ -166,6 +173,30 @@ def wait_stateless_run() -> Response:
 @bp.get("/threads/<raw_id>/runs/<run_id>/join")
 def join_run(raw_id: str, run_id: str) -> Response:
     return _values(lg().runs.get(current_user().id, thread_uuid(raw_id), run_uuid(run_id)))
+
+
+# --- crons (our schedules) --------------------------------------------------------------
+
+
+@bp.post("/runs/crons")
+def create_cron() -> Response:
+    return jsonify(lg().crons.create(current_user().id, None, body()))
+
+
+@bp.post("/threads/<raw_id>/runs/crons")
+def create_thread_cron(raw_id: str) -> Response:
+    return jsonify(lg().crons.create(current_user().id, thread_uuid(raw_id), body()))
+
+
+@bp.post("/runs/crons/search")
+def search_crons() -> Response:
+    return jsonify(lg().crons.search(current_user().id, body()))
+
+
+@bp.delete("/runs/crons/<raw_id>")
+def delete_cron(raw_id: str) -> Response:
+    lg().crons.delete(current_user().id, cron_uuid(raw_id))
+    return Response(status=204)
 
 
 def _values(view: RunView) -> Response:

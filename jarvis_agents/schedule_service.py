@@ -38,6 +38,8 @@ class ScheduleRequest:
     overlap: str = "skip"
     enabled: bool = True
     template: Template = field(default_factory=Template)
+    # Thread "same" on a thread that exists already (a LangGraph cron's): runs follow up there.
+    thread_id: uuid.UUID | None = None
 
 
 class Schedules:
@@ -59,6 +61,7 @@ class Schedules:
             id=uuid.uuid4(), user_id=user_id, goal=request.goal, cron=request.cron.strip(),
             timezone=request.timezone, template=template, next_run_at=next_run_at,
             thread=request.thread, overlap=request.overlap, enabled=request.enabled,
+            thread_id=request.thread_id if request.thread == "same" else None,
             created_at=now, updated_at=now)
         self.store.insert(schedule, max_per_user=self.settings.max_schedules_per_user)
         return schedule

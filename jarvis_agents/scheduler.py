@@ -105,8 +105,8 @@ class Scheduler:
             return self.service.as_follow_up(agent, schedule.thread_id), schedule.thread_id
         except Conflict:
             return None, schedule.thread_id
-        except NotFound:  # the thread's agents were deleted: this run starts it again
-            return agent, agent.id
+        except NotFound:  # no agent in it yet (a LangGraph thread), or all deleted: it starts it
+            return replace(agent, thread_id=schedule.thread_id), schedule.thread_id
 
     def _announce(self, firing: Firing, now: datetime) -> None:
         lag_s = max(0.0, (now - firing.due).total_seconds())

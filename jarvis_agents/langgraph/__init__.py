@@ -4,7 +4,7 @@ the `/langgraph` door calls, and the queue a worker's sweep keeps moving.
 - `requests`: the SDK's bodies read into ours;
 - `messages`: a thread's agents as LangChain messages;
 - `shapes`: assistants, threads, states and runs in LangGraph's JSON;
-- `threads`, `runs`: the use cases; `stream`: a run's events in LangGraph's modes.
+- `threads`, `runs`, `crons`: the use cases; `stream`: a run's events in LangGraph's modes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from jarvis_agents.assistants import Assistant
 from jarvis_agents.errors import NotFound, RequestError
 from jarvis_agents.events import AGENT_CHANNEL, CLOSED, Follower, Message, Subscriber
+from jarvis_agents.langgraph.crons import LangGraphCrons
 from jarvis_agents.langgraph.messages import Conversation
 from jarvis_agents.langgraph.runs import LangGraphRuns
 from jarvis_agents.langgraph.shapes import GRAPH_ID, RunView, assistant_json, interrupts_of
@@ -37,6 +38,7 @@ class LangGraph:
         self.agents = agents
         self.threads = LangGraphThreads(agents, store)
         self.runs = LangGraphRuns(agents, store)
+        self.crons = LangGraphCrons(agents, self.threads)
 
     @classmethod
     def of(cls, agents: AgentService) -> LangGraph:
