@@ -28,7 +28,7 @@ def operations(error: Callable[..., dict[str, Any]],
               "schema": {"type": "string"}}
     run = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
     body = {"required": False, "content": {"application/json": {"schema": OBJECT}}}
-    missing = {"404": error("No such thread, run or assistant of yours.")}
+    missing = {"404": error("No such thread, run, cron or assistant of yours.")}
     bad = {"400": error("A body LangGraph's server would refuse, or a field not served here "
                         "(the message says which).")}
     busy = {"409": error("The thread has a run in progress (`multitask_strategy` \"reject\"), "
@@ -54,6 +54,7 @@ def operations(error: Callable[..., dict[str, Any]],
     values = json_("The thread's values after the run.", OBJECT)
     one_run = json_("The run.", OBJECT)
     runs = "/langgraph/threads/{thread_id}/runs"
+    cron = json_("The cron (a schedule of yours).", OBJECT)
     return {
         "/langgraph/assistants/search": {"post": op(
             "langgraphSearchAssistants", "Your assistants (graph_id \"agent\").",
@@ -110,6 +111,21 @@ def operations(error: Callable[..., dict[str, Any]],
             missing, bad, params=(thread, run, {
                 "name": "stream_mode", "in": "query", "required": False, "schema": {
                     "type": "string", "enum": ["values", "updates", "messages-tuple"]}}))},
+        "/langgraph/runs/crons": {"post": op(
+            "langgraphCreateCron", "A schedule whose every run starts a thread of its own.",
+            cron, missing, bad, with_body=True)},
+        f"{runs}/crons": {"post": op(
+            "langgraphCreateThreadCron", "A schedule whose runs follow up in the thread (a due "
+            "time at which it is busy makes no run).", cron, missing, bad, params=(thread,),
+            with_body=True)},
+        "/langgraph/runs/crons/search": {"post": op(
+            "langgraphSearchCrons", "Your crons: every schedule of yours, the newest first.",
+            json_("Crons.", ARRAY), bad, with_body=True)},
+        "/langgraph/runs/crons/{cron_id}": {"delete": op(
+            "langgraphDeleteCron", "Delete the cron (the schedule).",
+            {"description": "Deleted (204, no body)."}, missing, params=({
+                "name": "cron_id", "in": "path", "required": True,
+                "schema": {"type": "string"}},), status="204")},
         f"{runs}/{{run_id}}/cancel": {"post": op(
             "langgraphCancelRun", "Cancel a run.",
             {"description": "Cancelled (202, no body)."}, missing, busy, params=(thread, run, {

@@ -45,6 +45,8 @@ CONTRACT_OPERATIONS = {
     ("post", "/langgraph/runs/stream"), ("get", "/langgraph/threads/{thread_id}/runs/{run_id}"),
     ("get", "/langgraph/threads/{thread_id}/runs/{run_id}/join"),
     ("get", "/langgraph/threads/{thread_id}/runs/{run_id}/stream"),
+    ("post", "/langgraph/runs/crons"), ("post", "/langgraph/threads/{thread_id}/runs/crons"),
+    ("post", "/langgraph/runs/crons/search"), ("delete", "/langgraph/runs/crons/{cron_id}"),
     ("post", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"),
 }
 

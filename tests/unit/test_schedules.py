@@ -187,6 +187,21 @@ def test_thread_same_makes_each_run_a_follow_up_of_the_last(service, scheduler) 
     assert "All quiet." in str(second.context)
 
 
+def test_thread_same_on_a_named_thread_starts_it_then_follows_up_there(service, scheduler) -> None:
+    # A LangGraph thread before its first run: the schedule's runs go there, not elsewhere.
+    thread = uuid.uuid4()
+    schedule = service.schedules.create(ME, nightly(thread="same", thread_id=thread))
+    assert schedule.thread_id == thread
+    due_now(service, schedule.id, utc(2026, 1, 1, 3))
+    first = scheduler.fire(utc(2026, 1, 1, 3))[0].agent
+    assert first.thread_id == thread and first.parent_id is None
+    service.repository.agents[first.id] = replace(first, status=AgentStatus.COMPLETED,
+                                                  completed_at=utc(2026, 1, 1, 4))
+    second = scheduler.fire(utc(2026, 1, 2, 3))[0].agent
+    assert second.thread_id == thread and second.parent_id == first.id
+    assert service.schedules.create(ME, nightly(thread_id=thread)).thread_id is None
+
+
 def test_a_paused_schedule_does_not_fire_and_resumes_from_now(service, scheduler) -> None:
     schedule = service.schedules.create(ME, nightly())
     service.schedules.patch(ME, schedule.id, {"enabled": False})
