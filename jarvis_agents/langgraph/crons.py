@@ -23,7 +23,10 @@ from jarvis_agents.lifecycle import isoformat
 from jarvis_agents.schedule_service import ScheduleRequest
 from jarvis_agents.schedules import Schedule, Template
 from jarvis_agents.service import AgentService
+from jarvis_agents.webhooks.addresses import parse_webhook_url
 
+# As the schedules' columns and a REST create allow.
+CRON_MAX_CHARS, TIMEZONE_MAX_CHARS, WEBHOOK_MAX_CHARS = 200, 64, 2000
 SORT_FIELDS = ("cron_id", "assistant_id", "thread_id", "created_at", "updated_at",
                "next_run_date", "end_time")
 
@@ -69,7 +72,7 @@ class LangGraphCrons:
         crons = _sorted(crons, body.get("sort_by"), body.get("sort_order"))[offset:offset + limit]
         select = body.get("select")
         if isinstance(select, list) and select:
-            crons = [{k: c[k] for k in select if k in c} for c in crons]
+            crons = [{k: c[k] for k in select if isinstance(k, str) and k in c} for c in crons]
         return crons
 
     def delete(self, user_id: uuid.UUID, cron_id: uuid.UUID) -> None:
@@ -83,10 +86,11 @@ def cron_request(body: dict[str, Any], *, thread_id: uuid.UUID | None) -> Schedu
     """The schedule a cron create's body asks for (its assistant resolved by the caller)."""
     _assistant_ref(body)
     schedule, timezone, enabled = body.get("schedule"), body.get("timezone"), body.get("enabled")
-    if not isinstance(schedule, str) or not schedule.strip():
+    if not isinstance(schedule, str) or not schedule.strip() or len(schedule) > CRON_MAX_CHARS:
         raise RequestError("`schedule` is required: a cron expression of 5 fields, such as "
                            "'0 3 * * *'", code="invalid_cron")
-    if timezone is not None and not isinstance(timezone, str):
+    if timezone is not None and (not isinstance(timezone, str)
+                                 or len(timezone) > TIMEZONE_MAX_CHARS):
         raise RequestError("`timezone` must be an IANA time zone name", code="invalid_timezone")
     if enabled is not None and not isinstance(enabled, bool):
         raise RequestError("`enabled` must be true or false")
@@ -101,8 +105,11 @@ def cron_request(body: dict[str, Any], *, thread_id: uuid.UUID | None) -> Schedu
         raise RequestError('a cron\'s `multitask_strategy` is "reject": a due time at which '
                            "its thread is busy makes no run")
     webhook = body.get("webhook")
-    if webhook is not None and not isinstance(webhook, str):
-        raise RequestError("`webhook` must be a URL")
+    if webhook is not None and (not isinstance(webhook, str) or len(webhook) > WEBHOOK_MAX_CHARS):
+        raise RequestError(f"`webhook` must be an http(s) URL of at most {WEBHOOK_MAX_CHARS} "
+                           "characters", code="invalid_webhook_url")
+    if webhook is not None:
+        parse_webhook_url(webhook)
     run_input = body.get("input")
     goal = goal_of(run_input if isinstance(run_input, dict) else {})
     # A stateless cron's runs each have a thread of their own: none waits for another.

@@ -130,12 +130,22 @@ def test_another_users_cron_and_thread_are_not_found(fresh, other):
     ({"end_time": datetime(2030, 1, 1, tzinfo=UTC)}, "end_time"),
     ({"metadata": {"team": "red"}}, "metadata"),
     ({"multitask_strategy": "enqueue"}, "reject"),
+    ({"schedule": "1,2,3,4,5,6,7,8,9,10 " * 20 + "* * * *"}, "5 fields"),
+    ({"webhook": "ftp://example.com/hook"}, "http(s)"),
 ])
 def test_a_bad_cron_is_a_400_saying_what_to_fix(fresh, change, says):
     with pytest.raises(BadRequestError) as refused:
         fresh.crons.create("agent", **{"schedule": NIGHTLY, "input": human(GOAL), **change})
     assert says in refused.value.response.json()["error"]["message"]
     assert fresh.crons.search() == []
+
+
+def test_a_search_with_odd_fields_is_a_400_or_ignores_them(fresh):
+    fresh.crons.create("agent", schedule=NIGHTLY, input=human(GOAL))
+    assert len(fresh.crons.search(select=["cron_id", ["x"]])) == 1
+    for wrong in ({"sort_by": "goal"}, {"sort_order": "sideways"}, {"limit": 0}):
+        with pytest.raises(BadRequestError):
+            fresh.http.post("/runs/crons/search", json=wrong)
 
 
 def test_a_due_cron_makes_a_run_on_its_thread_that_the_sdk_sees(live_stack: LiveStack, fresh):
