@@ -33,6 +33,8 @@ def create_app(
     from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
+    from api.mcp_proxy import McpUpstream, forward_url
+    from api.mcp_proxy import bp as mcp_bp
     from api.sse import DirectStreams
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
@@ -85,6 +87,8 @@ def create_app(
     figures = system.SystemFigures(health_.database_figures, redis)
 
     direct_streams = DirectStreams()
+    mcp = McpUpstream(forward_url(settings))
+    closers.append(mcp.close)
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -97,6 +101,7 @@ def create_app(
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
         metrics_registry=system.metrics_registry(figures, hub, direct_streams),
         stream_slots=StreamSlots(settings.max_streams_per_user), direct_streams=direct_streams,
+        mcp=mcp,
     )
     app.extensions["jarvis"] = context
 
@@ -106,6 +111,7 @@ def create_app(
     for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
         app.register_blueprint(blueprint)
     app.register_blueprint(a2a_bp)
+    app.register_blueprint(mcp_bp)
     if traced:
         _instrument(app)
         closers.append(tracing.flush)
