@@ -14,11 +14,13 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Iterator
+from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
 from typing import Any
+from urllib.parse import urlsplit
 
 import gevent
-import httpx
 from flask import Blueprint, Response, request
 from gevent.event import AsyncResult
 from gevent.queue import Queue
@@ -34,14 +36,21 @@ log = logging.getLogger(__name__)
 bp = Blueprint("mcp", __name__)
 
 # RFC 9110, section 7.6.1: a hop's own headers, never forwarded; Host and Content-Length
-# are the forwarded request's own (httpx writes them).
+# are the forwarded request's own, and gunicorn has answered any `Expect: 100-continue`.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
                         "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"})
-NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length"}
+NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "expect"}
 NOT_RETURNED = HOP_BY_HOP | {"date", "server"}  # gunicorn writes its own
 VIA = "1.1 jarvis-agents-api"
 CONNECT_TIMEOUT_S = 5.0
+# An idle connection is reused within this, well inside the MCP server's keep-alive (uvicorn's
+# 5 s), so that it is not closed under a request; a few are kept for the next requests.
+IDLE_S = 2.0
+MAX_IDLE = 64
+CHUNK_BYTES = 64 * 1024
 END = object()  # the end of an answer's body, after its last chunk
+# What a connection closed under a request, or one never made, raises.
+UNREACHABLE = (OSError, HTTPException)
 
 
 def forward_url(settings: Settings) -> str:
@@ -51,22 +60,71 @@ def forward_url(settings: Settings) -> str:
 
 
 class McpUpstream:
-    """The MCP server `/mcp` is forwarded to, and the one HTTP client the API reaches it with."""
+    """The MCP server `/mcp` is forwarded to, and the kept-alive connections to it.
+
+    The standard library's client, whose sockets gevent makes cooperative: a forwarded
+    request costs it several times less CPU than httpx's (BENCHMARKS.md, "MCP server"),
+    in the one worker that serves the whole API.
+    """
 
     def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
         self.url = url
-        self.http = httpx.Client(
-            # No read timeout: a call lasts as long as its agent (the MCP server's keep-alives
-            # hold the line meanwhile). A server that does not accept within seconds is away.
-            timeout=httpx.Timeout(30.0, connect=CONNECT_TIMEOUT_S, read=None, pool=None),
-            # As many calls in flight as clients make: the MCP server is the one to refuse.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-            # An internal hop: never through an HTTP(S)_PROXY of the environment.
-            trust_env=False,
-        )
+        self.host = parts.netloc
+        self.target = parts.path or "/"
+        self.connection_class = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+        self.idle: list[tuple[float, HTTPConnection]] = []  # (since when, connection), newest last
+
+    def send(self, method: str, query: str, headers: list[tuple[str, str]],
+             body: bytes) -> tuple[HTTPConnection, HTTPResponse]:
+        """The request sent and its answer's head read. A kept connection that the server
+        closed meanwhile fails at once, the request unread: it goes again on another."""
+        target = f"{self.target}?{query}" if query else self.target
+        while True:
+            connection, kept = self._connection()
+            try:
+                connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+                for name, value in [*headers, ("Host", self.host)]:
+                    connection.putheader(name, value)
+                if body or method in ("POST", "PUT", "PATCH"):
+                    connection.putheader("Content-Length", str(len(body)))
+                connection.endheaders(body or None)  # the head and a small body in one send
+                return connection, connection.getresponse()
+            except (ConnectionResetError, BrokenPipeError):  # RemoteDisconnected is one
+                connection.close()
+                if not kept:
+                    raise
+            except BaseException:
+                connection.close()
+                raise
+
+    def release(self, connection: HTTPConnection) -> None:
+        """A connection whose answer was read to its end, kept for the next request."""
+        now = time.monotonic()
+        while self.idle and now - self.idle[0][0] >= IDLE_S:
+            self.idle.pop(0)[1].close()
+        if connection.sock is None or len(self.idle) >= MAX_IDLE:  # the server closes it
+            connection.close()
+        else:
+            self.idle.append((now, connection))
 
     def close(self) -> None:
-        self.http.close()
+        while self.idle:
+            self.idle.pop()[1].close()
+
+    def _connection(self) -> tuple[HTTPConnection, bool]:
+        now = time.monotonic()
+        while self.idle:
+            since, connection = self.idle.pop()
+            if now - since < IDLE_S:
+                return connection, True
+            connection.close()
+        connection = self.connection_class(self.host, timeout=CONNECT_TIMEOUT_S)
+        connection.connect()
+        # No read timeout: a call lasts as long as its agent, the MCP server's keep-alives
+        # holding the line meanwhile.
+        connection.sock.settimeout(None)
+        return connection, False
 
 
 @bp.route("/mcp", methods=["GET", "POST", "DELETE"])
@@ -76,13 +134,12 @@ def mcp() -> Response:
     if VIA in request.headers.get("Via", ""):
         raise DependencyUnavailable(
             "JARVIS_MCP_URL points at the API itself; point it at `jarvis-agents mcp`")
-    forwarded = upstream.http.build_request(
-        request.method, upstream.url, params=request.query_string.decode("latin-1") or None,
-        headers=_forwarded_headers(), content=request.get_data() or None)
-    exchange = Exchange(upstream.http, forwarded, client_socket=request.environ.get("gunicorn.socket"))
+    exchange = Exchange(upstream, request.method, request.query_string.decode("latin-1"),
+                        _forwarded_headers(), request.get_data(),
+                        client_socket=request.environ.get("gunicorn.socket"))
     try:
         answer = exchange.head.get()
-    except httpx.TransportError as exc:
+    except UNREACHABLE as exc:
         exchange.close()
         log.warning("the MCP server at %s did not answer: %s", upstream.url, exc)
         raise DependencyUnavailable(
@@ -91,9 +148,9 @@ def mcp() -> Response:
     except ClientGone:
         exchange.close()
         return ForwardedResponse(status=499)  # nobody reads it: the client has hung up
-    headers = [(name, value) for name, value in answer.headers.multi_items()
+    headers = [(name, value) for name, value in answer.getheaders()
                if name.lower() not in NOT_RETURNED]
-    return ForwardedResponse(exchange.body(), status=answer.status_code, headers=headers)
+    return ForwardedResponse(exchange.body(), status=answer.status, headers=headers)
 
 
 class ForwardedResponse(Response):
@@ -117,11 +174,12 @@ class Exchange:
     hang-up only at its next write, which a call answered at its end never makes.
     """
 
-    def __init__(self, http: httpx.Client, forwarded: httpx.Request, *, client_socket: Any) -> None:
+    def __init__(self, upstream: McpUpstream, method: str, query: str,
+                 headers: list[tuple[str, str]], body: bytes, *, client_socket: Any) -> None:
         self.head: AsyncResult = AsyncResult()
         # Unbounded: an MCP answer is a few small events, and a slow client holds up only itself.
         self.chunks: Queue = Queue()
-        self.pump = gevent.spawn(self._pump, http, forwarded)
+        self.pump = gevent.spawn(self._pump, upstream, method, query, headers, body)
         self.watch = gevent.spawn(self._watch, client_socket) if _watchable(client_socket) else None
 
     def body(self) -> Iterator[bytes]:
@@ -136,21 +194,25 @@ class Exchange:
             self.watch.kill()
         self.pump.kill()  # nothing if it has ended; else the forwarded request is closed
 
-    def _pump(self, http: httpx.Client, forwarded: httpx.Request) -> None:
-        answer: httpx.Response | None = None
+    def _pump(self, upstream: McpUpstream, method: str, query: str,
+              headers: list[tuple[str, str]], body: bytes) -> None:
+        connection: HTTPConnection | None = None
         try:
-            answer = http.send(forwarded, stream=True)
+            connection, answer = upstream.send(method, query, headers, body)
             self.head.set(answer)
-            for chunk in answer.iter_raw():
+            while chunk := answer.read1(CHUNK_BYTES):
                 self.chunks.put(chunk)
-        except httpx.TransportError as exc:
+            answer.read()  # b"": read1 leaves an answer of a Content-Length open at its end
+            upstream.release(connection)
+            connection = None
+        except UNREACHABLE as exc:
             if not self.head.ready():
                 self.head.set_exception(exc)
             else:  # cut in the middle of its answer: the client's stream ends there too
                 log.warning("the MCP server's answer was cut: %s", exc)
         finally:
-            if answer is not None:
-                answer.close()  # unread to its end, the connection is closed, not reused
+            if connection is not None:
+                connection.close()  # unread to its end (killed, or cut): never reused
             if not self.head.ready():
                 self.head.set_exception(ClientGone())
             self.chunks.put(END)
