@@ -4,6 +4,8 @@ with a worker on PostgreSQL and Redis and the fake model server."""
 
 from __future__ import annotations
 
+import socketserver
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,6 +184,42 @@ def test_an_mcp_server_that_is_down_is_a_503(shared_api: Any) -> None:
     assert response.json()["error"]["code"] == "service_unavailable"
     assert "the MCP server is not answering" in response.json()["error"]["message"]
     assert response.headers["Retry-After"]
+
+
+class BriefKeepAlive(socketserver.ThreadingTCPServer):
+    """An HTTP server that keeps a connection open after its answer, then closes it idle
+    after 0.2 s: sooner than the API reuses kept connections."""
+
+    daemon_threads = True
+    closed = 0
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), self.Handler)
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.connection.settimeout(0.2)
+            try:
+                while self.rfile.readline():  # a request line; then its head, up to a blank line
+                    while self.rfile.readline() not in (b"\r\n", b""):
+                        pass
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: 2\r\n\r\n{}")
+            except (TimeoutError, ConnectionError):
+                pass
+            self.server.closed += 1  # type: ignore[attr-defined]
+
+
+def test_a_kept_connection_the_server_closed_meanwhile_is_replaced(shared_api: Any) -> None:
+    with BriefKeepAlive() as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        api = shared_api(JARVIS_MCP_URL=f"http://127.0.0.1:{server.server_address[1]}/mcp")
+        with httpx.Client(base_url=api.url) as http:
+            assert http.get("/mcp").status_code == 200
+            wait_until(lambda: server.closed >= 1)
+            again = http.get("/mcp")  # on the kept connection first, which is closed
+            assert (again.status_code, again.text) == (200, "{}")
+        server.shutdown()
 
 
 def test_a_forwarding_loop_is_refused(stack: Any, url: str) -> None:
