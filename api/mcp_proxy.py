@@ -25,6 +25,7 @@ from flask import Blueprint, Response, request
 from gevent.event import AsyncResult
 from gevent.queue import Queue
 from gevent.socket import wait_read
+from werkzeug.exceptions import MethodNotAllowed
 
 from api.auth import public
 from api.context import ctx
@@ -42,6 +43,7 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "expect"}
 NOT_RETURNED = HOP_BY_HOP | {"date", "server"}  # gunicorn writes its own
 VIA = "1.1 jarvis-agents-api"
+ADDED = frozenset({"via", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"})  # with this hop
 CONNECT_TIMEOUT_S = 5.0
 # An idle connection is reused within this, well inside the MCP server's keep-alive (uvicorn's
 # 5 s), so that it is not closed under a request; a few are kept for the next requests.
@@ -131,6 +133,8 @@ class McpUpstream:
 @public  # the MCP server checks the key, and answers its own 401
 def mcp() -> Response:
     upstream: McpUpstream = ctx().mcp
+    if request.method == "HEAD":  # Flask's own, for GET: MCP has none, and its GET never ends
+        raise MethodNotAllowed(valid_methods=["GET", "POST", "DELETE"])
     if VIA in request.headers.get("Via", ""):
         raise DependencyUnavailable(
             "JARVIS_MCP_URL points at the API itself; point it at `jarvis-agents mcp`")
@@ -239,10 +243,13 @@ def _watchable(sock: Any) -> bool:
 
 
 def _forwarded_headers() -> list[tuple[str, str]]:
+    """The request's end-to-end headers, with this hop added to Via and X-Forwarded-*."""
     connection_named = {token.strip().lower()
                         for token in request.headers.get("Connection", "").split(",")}
     headers = [(name, value) for name, value in request.headers.items()
-               if name.lower() not in NOT_FORWARDED and name.lower() not in connection_named]
-    headers += [("Via", VIA), ("X-Forwarded-For", request.remote_addr or ""),
-                ("X-Forwarded-Proto", request.scheme), ("X-Forwarded-Host", request.host)]
-    return headers
+               if name.lower() not in NOT_FORWARDED | connection_named | ADDED]
+    via = ", ".join(filter(None, [request.headers.get("Via"), VIA]))
+    forwarded_for = ", ".join(filter(None, [request.headers.get("X-Forwarded-For"),
+                                            request.remote_addr]))
+    return headers + [("Via", via), ("X-Forwarded-For", forwarded_for),
+                      ("X-Forwarded-Proto", request.scheme), ("X-Forwarded-Host", request.host)]

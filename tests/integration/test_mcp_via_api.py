@@ -222,12 +222,17 @@ def test_a_kept_connection_the_server_closed_meanwhile_is_replaced(shared_api: A
         server.shutdown()
 
 
-def test_a_forwarding_loop_is_refused(stack: Any, url: str) -> None:
+def test_a_forwarding_loop_is_refused(url: str) -> None:
     """JARVIS_MCP_URL pointed at the API itself would forward each request to itself forever."""
-    response = httpx.post(url, headers={"Accept": ACCEPT, "Via": "1.1 jarvis-agents-api"},
+    response = httpx.post(url, headers={"Accept": ACCEPT, "Via": "1.1 proxy, 1.1 jarvis-agents-api"},
                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert response.status_code == 503
     assert "JARVIS_MCP_URL points at the API itself" in response.json()["error"]["message"]
+
+
+def test_head_is_not_forwarded(url: str) -> None:
+    """MCP has no HEAD, and a HEAD of its GET stream would never end upstream."""
+    assert httpx.head(url, headers={"Accept": ACCEPT}).status_code == 405
 
 
 def session(http: httpx.Client, url: str, key: str) -> dict[str, str]:
