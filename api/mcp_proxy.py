@@ -46,7 +46,8 @@ VIA = "1.1 jarvis-agents-api"
 ADDED = frozenset({"via", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"})  # with this hop
 CONNECT_TIMEOUT_S = 5.0
 # An idle connection is reused within this, well inside the MCP server's keep-alive (uvicorn's
-# 5 s), so that it is not closed under a request; a few are kept for the next requests.
+# 5 s), so that it is not closed under a request (`_quiet` finds one closed before); a few
+# are kept for the next requests.
 IDLE_S = 2.0
 MAX_IDLE = 64
 CHUNK_BYTES = 64 * 1024
@@ -79,33 +80,30 @@ class McpUpstream:
 
     def send(self, method: str, query: str, headers: list[tuple[str, str]],
              body: bytes) -> tuple[HTTPConnection, HTTPResponse]:
-        """The request sent and its answer's head read. A kept connection that the server
-        closed meanwhile fails at once, the request unread: it goes again on another."""
+        """The request sent and its answer's head read. Never sent twice: a call must not
+        run twice because a connection broke under it."""
         target = f"{self.target}?{query}" if query else self.target
-        while True:
-            connection, kept = self._connection()
-            try:
-                connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-                for name, value in [*headers, ("Host", self.host)]:
-                    connection.putheader(name, value)
-                if body or method in ("POST", "PUT", "PATCH"):
-                    connection.putheader("Content-Length", str(len(body)))
-                connection.endheaders(body or None)  # the head and a small body in one send
-                return connection, connection.getresponse()
-            except (ConnectionResetError, BrokenPipeError):  # RemoteDisconnected is one
-                connection.close()
-                if not kept:
-                    raise
-            except BaseException:
-                connection.close()
-                raise
+        connection = self._connection()
+        try:
+            connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+            for name, value in [*headers, ("Host", self.host)]:
+                connection.putheader(name, value)
+            if body or method in ("POST", "PUT", "PATCH"):
+                connection.putheader("Content-Length", str(len(body)))
+            connection.endheaders(body or None)  # the head and a small body in one send
+            return connection, connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
 
     def release(self, connection: HTTPConnection) -> None:
         """A connection whose answer was read to its end, kept for the next request."""
         now = time.monotonic()
         while self.idle and now - self.idle[0][0] >= IDLE_S:
             self.idle.pop(0)[1].close()
-        if connection.sock is None or len(self.idle) >= MAX_IDLE:  # the server closes it
+        # Closed by the server (it said so); or over TLS, where `_quiet` cannot look.
+        if (connection.sock is None or isinstance(connection.sock, ssl.SSLSocket)
+                or len(self.idle) >= MAX_IDLE):
             connection.close()
         else:
             self.idle.append((now, connection))
@@ -114,19 +112,22 @@ class McpUpstream:
         while self.idle:
             self.idle.pop()[1].close()
 
-    def _connection(self) -> tuple[HTTPConnection, bool]:
+    def _connection(self) -> HTTPConnection:
         now = time.monotonic()
         while self.idle:
             since, connection = self.idle.pop()
-            if now - since < IDLE_S:
-                return connection, True
+            if now - since < IDLE_S and _quiet(connection.sock):
+                return connection
             connection.close()
         connection = self.connection_class(self.host, timeout=CONNECT_TIMEOUT_S)
         connection.connect()
         # No read timeout: a call lasts as long as its agent, the MCP server's keep-alives
         # holding the line meanwhile.
         connection.sock.settimeout(None)
-        return connection, False
+        # http.client writes the head and the body apart: without this, Nagle's algorithm
+        # would hold the body until the server's delayed ACK of the head.
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
 
 
 @bp.route("/mcp", methods=["GET", "POST", "DELETE"])
@@ -234,6 +235,21 @@ class Exchange:
             log.info("a client hung up on a forwarded MCP request: it is closed")
             self.pump.kill()
             return
+
+
+def _quiet(sock: socket.socket) -> bool:
+    """Whether a kept connection is open with nothing to read: one the server has closed
+    reads as its end (and one with bytes nobody asked for is of no use either)."""
+    sock.settimeout(0.0)  # gevent's recv would otherwise wait for something to read
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(None)
+    return False
 
 
 def _watchable(sock: Any) -> bool:
