@@ -155,7 +155,9 @@ def mcp() -> Response:
         return ForwardedResponse(status=499)  # nobody reads it: the client has hung up
     headers = [(name, value) for name, value in answer.getheaders()
                if name.lower() not in NOT_RETURNED]
-    return ForwardedResponse(exchange.body(), status=answer.status, headers=headers)
+    response = ForwardedResponse(exchange.body(), status=answer.status, headers=headers)
+    response.call_on_close(exchange.close)  # also when its body is never read (a failed head)
+    return response
 
 
 class ForwardedResponse(Response):
