@@ -29,10 +29,23 @@ def create_app(
 ) -> Flask:
     """The API app. `service` and `redis` replace the real ones (tests); `timing` the
     stream timings (`api.context.StreamTiming`)."""
-    from api import agents, assistants, auth, errors, health, openapi, params, streaming, system
+    from api import (
+        agents,
+        assistants,
+        auth,
+        errors,
+        health,
+        openapi,
+        params,
+        schedules,
+        streaming,
+        system,
+    )
     from api.a2a import bp as a2a_bp
     from api.context import ApiContext, StreamTiming
     from api.dashboard import dashboard
+    from api.langgraph import KEY_HEADER as LANGGRAPH_KEY_HEADER
+    from api.langgraph_stream import bp as langgraph_bp  # the blueprint, its streams included
     from api.mcp_proxy import McpUpstream, forward_url
     from api.mcp_proxy import bp as mcp_bp
     from api.sse import DirectStreams
@@ -107,10 +120,12 @@ def create_app(
 
     app.url_map.converters["agent_id"] = params.AgentIdConverter
     errors.register_error_handlers(app)
-    auth.install(app, context.keys)
-    for blueprint in (agents.bp, assistants.bp, streaming.bp, health.bp, openapi.bp, dashboard):
+    auth.install(app, context.keys, key_headers={langgraph_bp.name: LANGGRAPH_KEY_HEADER})
+    for blueprint in (agents.bp, assistants.bp, schedules.bp, streaming.bp, health.bp, openapi.bp,
+                      dashboard):
         app.register_blueprint(blueprint)
     app.register_blueprint(a2a_bp)
+    app.register_blueprint(langgraph_bp)
     app.register_blueprint(mcp_bp)
     if traced:
         _instrument(app)

@@ -11,10 +11,7 @@ from google.protobuf.message import Message as ProtoMessage
 from jsonrpc.jsonrpc2 import JSONRPC20Response
 
 from api.context import ctx
-from jarvis_agents.a2a.push import PushNotifications
 from jarvis_agents.a2a.service import A2ATasks
-from jarvis_agents.store.a2a_push import PushConfigs
-from jarvis_agents.store.a2a_tasks import TaskListing
 
 VERSION = "1.0"
 
@@ -25,12 +22,7 @@ def tasks() -> A2ATasks:
     """The app's A2A use cases, made on first use."""
     extensions = current_app.extensions
     if "a2a" not in extensions:
-        service = ctx().service
-        engine = service.repository.engine
-        push = PushNotifications(PushConfigs(engine), secret=service.settings.webhook_secret,
-                                 check_url=service.webhook_check if callable(service.webhook_check)
-                                 else None)
-        extensions["a2a"] = A2ATasks(service, TaskListing(engine), push)
+        extensions["a2a"] = A2ATasks.of(ctx().service)
     return extensions["a2a"]
 
 

@@ -105,7 +105,7 @@ class TaskStream:
                 return  # revoked or replaced: nothing more for whoever holds it
             if isinstance(told, StepEvent):
                 yield frame(self.request_id, step_event(self.agent, told.data), event_id=told.seq)
-            elif isinstance(told, Waiting):
+            elif isinstance(told, Waiting) and not told.data.get("agent_ids"):
                 yield frame(self.request_id, status_event(self._read()))
             elif isinstance(told, Ended):
                 agent = self._read()

@@ -39,6 +39,8 @@ def list_agents() -> Response:
     agents, next_cursor = ctx().service.list(
         current_user().id, status=status, limit=limit, cursor=cursor,
         thread_id=params.query_thread_id(),
+        caller_id=params.query_uuid("caller_id", code="invalid_caller_id"),
+        schedule_id=params.query_uuid("schedule_id", code="invalid_schedule_id"),
     )
     return jsonify({"agents": [a.to_json() for a in agents], "next_cursor": next_cursor})
 
@@ -68,8 +70,20 @@ def list_steps(raw_id: str) -> Response:
 
 @bp.delete("/agents/<agent_id:raw_id>")
 def cancel_agent(raw_id: str) -> Response:
-    agent = ctx().service.cancel(current_user().id, params.agent_id(raw_id))
+    """Cancels an active agent; with `?purge=true`, deletes an ended one (README, Deleting)."""
+    agent_id = params.agent_id(raw_id)
+    if params.query_flag("purge", "true (delete the ended agent) or false (cancel it)"):
+        ctx().service.deleting.purge(current_user().id, agent_id)
+        return Response(status=204)
+    agent = ctx().service.cancel(current_user().id, agent_id)
     return jsonify(agent.to_json())
+
+
+@bp.delete("/threads/<raw_id>")
+def delete_thread(raw_id: str) -> Response:
+    """Deletes every agent of a thread, none of them active (README, Deleting)."""
+    ctx().service.deleting.delete_thread(current_user().id, params.thread_id(raw_id))
+    return Response(status=204)
 
 
 @bp.post("/agents/<agent_id:raw_id>/approval")

@@ -31,8 +31,10 @@ def public(view: F) -> F:
     return view
 
 
-def install(app: Flask, keys: ApiKeys) -> None:
-    """Check the key before every request to a protected endpoint."""
+def install(app: Flask, keys: ApiKeys, *, key_headers: dict[str, str] | None = None) -> None:
+    """Check the key before every request to a protected endpoint. `key_headers` names,
+    per blueprint, a header its clients send the bare key in (LangGraph's `x-api-key`)."""
+    key_headers = key_headers or {}
 
     @app.before_request
     def _authenticate() -> None:
@@ -41,14 +43,16 @@ def install(app: Flask, keys: ApiKeys) -> None:
         view = current_app.view_functions.get(request.endpoint or "")
         if view is None or getattr(view, "public", False):
             return
-        g.api_key = _key_from_header()
+        g.api_key = _key_from_header(key_headers.get(request.blueprint or ""))
         user = keys.user(g.api_key)
         if user is None:
             raise Unauthorized("the API key is not valid")
         g.user = user
 
 
-def _key_from_header() -> str:
+def _key_from_header(bare_header: str | None = None) -> str:
+    if bare_header is not None and request.headers.get(bare_header, "").strip():
+        return request.headers[bare_header].strip()
     header = request.headers.get("Authorization", "")
     scheme, _, api_key = header.strip().partition(" ")
     if not header:

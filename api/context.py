@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 class StreamTiming:
     """How often streams speak and look at the database while nothing happens."""
 
-    keepalive_s: float = 10.0  # CONTRACT §4 asks for at least every 15 s
+    keepalive_s: float = 10.0  # docs/api.md §4 asks for at least every 15 s
     # POST /stream must notice a closed socket within seconds; where the socket cannot
     # be watched, a write is the only way to find out.
     probe_s: float = 1.0

@@ -1,7 +1,7 @@
 """The dashboard: one static page at `/` for a user's agents, one at `/operator` for the
 whole system, and their assets; no build step, no CDN.
 
-The page itself needs no API key (CONTRACT §2); it asks the user for one and calls
+The page itself needs no API key (docs/api.md §2); it asks the user for one and calls
 the API with it, so everything it shows is as protected as the API. The strict
 Content-Security-Policy keeps the key in localStorage out of reach of injected
 scripts: only our own script runs, and it only talks to this origin.
@@ -18,8 +18,9 @@ from api.context import ctx
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page's assets: the stylesheet, and the script's modules (it imports the others).
-ASSETS = ("dashboard.css", "dashboard.js", "approval.js", "assistants.js", "form.js", "page.js",
-          "sse.js", "thread.js", "views.js", "operator.css", "operator.js", "metrics.js")
+ASSETS = ("dashboard.css", "dashboard.js", "actions.js", "approval.js", "assistants.js",
+          "delegation.js", "form.js", "page.js", "schedules.js", "sse.js", "thread.js", "views.js",
+          "operator.css", "operator.js", "metrics.js")
 # The operator page's chart library, vendored (static/vendor/uplot/VERSION says whence).
 CHART_DIR = STATIC_DIR / "vendor" / "uplot"
 CHART_ASSETS = ("uPlot.iife.min.js", "uPlot.min.css")

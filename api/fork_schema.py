@@ -1,4 +1,4 @@
-"""The body of `POST /api/v1/agents/{id}/fork` (CONTRACT §8), validated strictly."""
+"""The body of `POST /api/v1/agents/{id}/fork` (docs/api.md §8), validated strictly."""
 
 from __future__ import annotations
 

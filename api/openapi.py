@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the API, built with apispec from the pydantic models.
 
 Operations are written out here, next to one another, so the document reads like
-CONTRACT §2; the schemas come from `api.schemas`, the same models that validate
+docs/api.md §2; the schemas come from `api.schemas`, the same models that validate
 requests. The tools enum is filled in from the tools this server actually has, when
 they are fixed: with MCP servers configured, tools come and go, and it is left out.
 """
@@ -14,7 +14,14 @@ from typing import Any
 from apispec import APISpec
 from flask import Blueprint, Response, jsonify
 
-from api import assistant_schema, responses, schemas
+from api import (
+    assistant_schema,
+    deletion_schema,
+    langgraph_schema,
+    responses,
+    schedule_schema,
+    schemas,
+)
 from api.auth import public
 from api.context import ctx
 from api.fork_schema import ForkAgent
@@ -124,6 +131,12 @@ def _operations() -> dict[str, dict[str, Any]]:
                     {"name": "thread_id", "in": "query", "required": False,
                      "description": "Only the agents of this thread.",
                      "schema": {"type": "string", "format": "uuid"}},
+                    {"name": "caller_id", "in": "query", "required": False,
+                     "description": "Only the children of this agent (the agents it called).",
+                     "schema": {"type": "string", "format": "uuid"}},
+                    {"name": "schedule_id", "in": "query", "required": False,
+                     "description": "Only the agents this schedule made.",
+                     "schema": {"type": "string", "format": "uuid"}},
                 ],
                 "responses": {"200": _json("AgentList", "A page of agents."),
                               **BAD_REQUEST, **COMMON_ERRORS},
@@ -164,11 +177,13 @@ def _operations() -> dict[str, dict[str, Any]]:
             },
             "delete": {
                 "operationId": "cancelAgent", "tags": ["agents"],
-                "summary": "Cancel a PENDING, RUNNING or WAITING agent.",
+                "summary": "Cancel a PENDING, RUNNING or WAITING agent; with `purge=true`, "
+                           "delete an ended one.",
+                "parameters": [deletion_schema.PURGE],
                 "responses": {
                     "200": _json("Agent", "The agent, now CANCELLED."),
-                    **NOT_FOUND,
-                    "409": _error("The agent had already ended (COMPLETED, FAILED or CANCELLED)."),
+                    "204": deletion_schema.PURGED, **BAD_REQUEST, **NOT_FOUND,
+                    "409": _error(deletion_schema.AGENT_CONFLICT),
                     **COMMON_ERRORS,
                 },
             },
@@ -304,7 +319,7 @@ def _operations() -> dict[str, dict[str, Any]]:
         "/metrics": {
             "get": {
                 "operationId": "metrics", "tags": ["meta"],
-                "summary": "Prometheus metrics of the whole system (CONTRACT §10).",
+                "summary": "Prometheus metrics of the whole system (docs/api.md §10).",
                 **public_,
                 "responses": {"200": {"description": "Prometheus text format.",
                                       "content": {"text/plain": {"schema": {"type": "string"}}}}},
@@ -332,13 +347,15 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
                              "`{\"error\": {\"code\", \"message\"}}`."},
         servers=[{"url": "/"}],
         security=[{"bearerAuth": []}],
-        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "events"}, {"name": "meta"}],
+        tags=[{"name": "agents"}, {"name": "assistants"}, {"name": "schedules"}, {"name": "events"},
+              {"name": "meta"}, {"name": "langgraph"}],
     )
     spec.components.security_scheme(
         "bearerAuth",
         {"type": "http", "scheme": "bearer",
          "description": "An API key from `jarvis-agents users create NAME`."},
     )
+    spec.components.security_scheme(*langgraph_schema.SECURITY_SCHEME)
     create = _add_model(spec, schemas.CreateAgent, mode="validation")
     if tool_names:
         items = create["properties"]["tools"]["anyOf"][0]["items"]
@@ -359,7 +376,16 @@ def build_openapi(tool_names: list[str]) -> dict[str, Any]:
         spec.components.schema(model.__name__, body)
     for model in assistant_schema.ANSWERS:
         spec.components.schema(model.__name__, _add_model(spec, model, mode="serialization"))
-    paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS)}
+    schedule = _add_model(spec, schedule_schema.CreateSchedule, mode="validation")
+    del schedule["properties"]["thread_id"]  # a schedule keeps its runs' thread with `thread`
+    spec.components.schema("CreateSchedule", schedule)
+    for model in schedule_schema.ANSWERS:
+        spec.components.schema(str(model.model_config["title"]),
+                               _add_model(spec, model, mode="serialization"))
+    paths = {**_operations(), **assistant_schema.operations(_json, _error, COMMON_ERRORS),
+             **schedule_schema.operations(_json, _error, COMMON_ERRORS),
+             **deletion_schema.operations(_error, COMMON_ERRORS),
+             **langgraph_schema.operations(_error, COMMON_ERRORS)}
     for path, operations in paths.items():
         shared = operations.pop("parameters", None)
         spec.path(path=path, operations=operations, parameters=shared)

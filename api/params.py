@@ -44,13 +44,13 @@ def create_request() -> tuple[CreateRequest, str | None]:
     try:
         parsed = CreateAgent.model_validate(body, strict=True)
     except ValidationError as exc:
-        raise RequestError(_describe(exc), code="invalid_request") from None
+        raise RequestError(describe(exc), code="invalid_request") from None
     return parsed.to_request(), idempotency_key()
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """A validated approval body (CONTRACT §7)."""
+    """A validated approval body (docs/api.md §7)."""
 
     call_id: str
     approve: bool
@@ -83,27 +83,31 @@ def _describe_approval(exc: ValidationError) -> str:
                              f"not {_shown(error.get('input'))}")
     return "; ".join(sentences)
 def fork_request() -> ForkRequest:
-    """The validated body of a fork (CONTRACT §8)."""
+    """The validated body of a fork (docs/api.md §8)."""
     try:
         parsed = ForkAgent.model_validate(json_object(), strict=True)
     except ValidationError as exc:
-        raise RequestError(_describe(exc, ForkAgent.model_fields, what="a fork"), code="invalid_request") from None
+        raise RequestError(describe(exc, ForkAgent.model_fields, what="a fork"), code="invalid_request") from None
     return parsed.to_request()
 
 
 def query_thread_id() -> uuid.UUID | None:
-    raw = request.args.get("thread_id")
+    return query_uuid("thread_id", code="invalid_thread_id")
+
+
+def query_uuid(name: str, *, code: str) -> uuid.UUID | None:
+    """The query parameter `name` as a UUID, None if absent; a 400 (`code`) if not a UUID."""
+    raw = request.args.get(name)
     if raw is None:
         return None
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise RequestError(f"`thread_id` must be a UUID, not {raw[:40]!r}",
-                           code="invalid_thread_id") from None
+        raise RequestError(f"`{name}` must be a UUID, not {raw[:40]!r}", code=code) from None
 
 
 def traceparent() -> str | None:
-    """The trace a create joins (CONTRACT §10): the request's own span when the API
+    """The trace a create joins (docs/api.md §10): the request's own span when the API
     traces (it has honoured a `traceparent` header), else the header's; None: a new one."""
     return tracing.create_traceparent(request.headers.get("traceparent"))
 
@@ -137,6 +141,14 @@ class AgentIdConverter(BaseConverter):
     """
 
     regex = r"(?!stream$)[^/]+"
+
+
+def thread_id(raw: str) -> uuid.UUID:
+    """A thread id from the path; anything that is not a UUID names no thread (404)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"no thread with id {raw[:80]!r}", code="thread_not_found") from None
 
 
 def agent_id(raw: str) -> uuid.UUID:
@@ -198,14 +210,19 @@ def query_cursor() -> str | None:
 
 
 def query_tokens() -> bool:
-    """`?tokens=1` on an agent's event stream: live `token` events too (CONTRACT §6)."""
-    raw = request.args.get("tokens")
+    """`?tokens=1` on an agent's event stream: live `token` events too (docs/api.md §6)."""
+    return query_flag("tokens", "1 (live tokens) or 0")
+
+
+def query_flag(name: str, meaning: str) -> bool:
+    """A yes-or-no query parameter (`1`/`true` or `0`/`false`), False when absent."""
+    raw = request.args.get(name)
     if raw is None:
         return False
     value = raw.strip().lower()
     if value not in {"0", "1", "true", "false"}:
-        raise RequestError(f"`tokens` must be 1 (live tokens) or 0, not {raw[:40]!r}",
-                           code="invalid_tokens")
+        raise RequestError(f"`{name}` must be {meaning}, not {raw[:40]!r}",
+                           code=f"invalid_{name}")
     return value in {"1", "true"}
 
 
@@ -252,7 +269,7 @@ def _json_type(value: object) -> str:
     return "a number"
 
 
-def _describe(exc: ValidationError, fields: Iterable[str] = (), *, what: str = "a create") -> str:
+def describe(exc: ValidationError, fields: Iterable[str] = (), *, what: str = "a create") -> str:
     """Pydantic's errors as sentences a person can act on: `the goal must not be blank`."""
     takes = f"{what} takes {', '.join(fields or CreateAgent.model_fields)}"
     return "; ".join(_sentence(error, takes) for error in exc.errors(include_url=False)[:5])

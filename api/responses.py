@@ -1,6 +1,6 @@
 """The HTTP responses' shapes, for the OpenAPI document (api/openapi.py): what the
 domain objects' `to_json` and the SSE frames give, described for clients. They are
-not used to build responses; tests check the two agree (CONTRACT §2, §4)."""
+not used to build responses; tests check the two agree (docs/api.md §2, §4)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jarvis_agents.lifecycle import AgentStatus, StepType, StopReason
 
 
 class WaitingFor(BaseModel):
-    """The tool call a WAITING agent waits on (CONTRACT §7)."""
+    """The tool call a WAITING agent waits on (docs/api.md §7)."""
 
     model_config = ConfigDict(title="WaitingFor")
 
@@ -52,7 +52,7 @@ class Context(BaseModel):
 
 
 class Agent(BaseModel):
-    """An agent (CONTRACT §2)."""
+    """An agent (docs/api.md §2)."""
 
     model_config = ConfigDict(title="Agent")
 
@@ -96,6 +96,8 @@ class Agent(BaseModel):
     assistant_id: UUID | None = Field(description="The assistant whose configuration it took.")
     assistant_version: int | None = Field(description="The version of that assistant it ran.")
     caller_id: UUID | None = Field(description="The agent whose call made it, or null.")
+    caller_call_id: str | None = Field(None, description="The call of its caller that made it "
+                                                         "(an ACT step's `call_id`), or null.")
     root_id: UUID = Field(description="The first caller of its chain (its own id when no agent "
                                       "called it).")
     depth: int = Field(ge=0, description="0 for an agent a client made; a child one more than "
@@ -140,7 +142,7 @@ class AgentList(BaseModel):
 
 
 class Step(BaseModel):
-    """One persisted step of an agent (CONTRACT §2)."""
+    """One persisted step of an agent (docs/api.md §2)."""
 
     model_config = ConfigDict(title="Step")
 
@@ -288,14 +290,18 @@ class StepEvent(BaseModel):
 
 
 class WaitingEvent(BaseModel):
-    """The data of a `waiting` event: the agent waits for an approval of this call."""
+    """The data of a `waiting` event: the agent waits for an approval of this call, or
+    (with `agent_ids`) on its children."""
 
     model_config = ConfigDict(title="WaitingEvent")
 
     agent_id: UUID
-    call_id: str
-    tool: str
-    input: str
+    call_id: str | None = Field(description="The call to approve; null while it waits on "
+                                            "its children.")
+    tool: str | None
+    input: str | None
+    agent_ids: list[UUID] | None = Field(None, description="The children it waits on, until "
+                                                           "all have ended; else absent.")
 
 
 class EndEvent(BaseModel):

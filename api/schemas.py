@@ -219,7 +219,7 @@ def _uuid(value: str) -> UUID:
 
 
 class ApprovalBody(BaseModel):
-    """The body of `POST /api/v1/agents/{id}/approval` (CONTRACT §7)."""
+    """The body of `POST /api/v1/agents/{id}/approval` (docs/api.md §7)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, title="Approval",
                               regex_engine="python-re")

@@ -4,7 +4,7 @@
 must not cost a query per scrape. The database is read at most once per `fresh_s`
 per API process, by one background reader at a time; a scrape waits for a read in
 flight at most `wait_s`, so a slow database holds it up that long and no longer.
-Figures older than `max_age_s` are never reported (CONTRACT §10: at most 15 s old):
+Figures older than `max_age_s` are never reported (docs/api.md §10: at most 15 s old):
 a scrape then raises the last read's error, and the collector reports the source
 down. `/readyz` keeps its report the same way (api/health.py).
 """

@@ -35,11 +35,9 @@ def options(bind: str) -> dict[str, Any]:
     return {
         "bind": [bind],
         "worker_class": WORKER_CLASS,
-        # One process. Measured on a shared 2-core machine, 8 clients creating agents
-        # back to back: 2 workers answered slower (create p50 43-59 ms against 30-38,
-        # p99 191-489 ms against 78-138) and spent more CPU per create (3.8-4.7 ms
-        # against 3.0-3.6), with the clients, PostgreSQL and Redis on the same cores.
-        # Each worker would also hold its own database pool and event hub.
+        # One process: with the clients, PostgreSQL and Redis on the same cores, two
+        # workers answered creates slower and spent more CPU per create (BENCHMARKS.md,
+        # notes). Each worker would also hold its own database pool and event hub.
         "workers": 1,
         "worker_connections": 2000,
         # An SSE stream is a long request: no worker timeout may kill it.

@@ -1,10 +1,10 @@
-"""The SSE wire format (CONTRACT §4), and live steps written without waking their stream.
+"""The SSE wire format (docs/api.md §4), and live steps written without waking their stream.
 
 What to tell comes from `jarvis_agents.events` (`follow`'s StepEvent and Ended); this
 module only frames it. A hot agent watched by a thousand streams used to cost, per
 event, a thousand `json.dumps` of the same event and a thousand greenlets woken,
 each going through its generator, Werkzeug and gunicorn's chunked writer to the same
-`send()` (70–100 µs per stream: the last stream got it ~100 ms after the first). Now
+`send()`, one stream after another, so the last stream got it long after the first. Now
 `step_frame` encodes a published step once, and `SocketWriter` lets the hub's reader
 put it straight on each waiting stream's socket: one `send()` per stream.
 """
@@ -67,7 +67,7 @@ _last_token: StepFrame | None = None
 
 
 def token_frame(message: Message) -> StepFrame:
-    """The frame of a published token event (no id: CONTRACT §4), encoded once for all
+    """The frame of a published token event (no id: docs/api.md §4), encoded once for all
     the streams that send it, like `step_frame`."""
     global _last_token
     cached = _last_token
@@ -143,7 +143,7 @@ class SocketWriter:
     block (a slow client: its own greenlet waits for it, the other streams do not)
     and a failed send (a hang-up, which the stream's own write then finds). A step
     sent in part counts as sent; the rest waits in `unsent` for the stream to
-    write before anything else. Token events (CONTRACT §6) it writes for a stream
+    write before anything else. Token events (docs/api.md §6) it writes for a stream
     that asked for them and swallows for one that did not, which then never wakes.
     """
 

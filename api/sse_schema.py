@@ -1,4 +1,4 @@
-"""The OpenAPI schemas of the event streams (CONTRACT §4): their events and `?tokens=`."""
+"""The OpenAPI schemas of the event streams (docs/api.md §4): their events and `?tokens=`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Server-sent events (CONTRACT §4): an agent's steps live, and a user's status changes.
+"""Server-sent events (docs/api.md §4): an agent's steps live, and a user's status changes.
 
 What an agent's stream tells, and in what order, is `jarvis_agents.events.follow`'s
 business (subscribe first, replay, relay live, repair gaps, end). This module is
@@ -194,7 +194,7 @@ def _event_stream(
         # Nothing would ever be written, so a hang-up would never be noticed.
         on_close()
         body = iter(())
-    # The exact media type of CONTRACT §2 (Flask would append a charset).
+    # The exact media type of docs/api.md §2 (Flask would append a charset).
     response = EventStreamResponse(
         body, status=200, content_type="text/event-stream", headers=SSE_HEADERS
     )

@@ -1,4 +1,4 @@
-"""The whole system as `/metrics` and `/readyz` report it (CONTRACT §10), in one scrape.
+"""The whole system as `/metrics` and `/readyz` report it (docs/api.md §10), in one scrape.
 
 From the database (jarvis_agents.health), at most every few seconds (api.scrape_cache)
 and never from the steps: agents by status, and the PENDING ones by model with the
@@ -90,7 +90,13 @@ class SystemCollector(Collector):
                                    labels=["stop_reason"])
         for reason, count in sorted(figures.failed.items()):
             failed.add_metric([reason], float(count))
-        yield from (agents, age, failed)
+        kept = GaugeMetricFamily(
+            "jarvis_retention_oldest_ended_age_seconds",
+            "Age of the oldest ended agent still stored (JARVIS_RETENTION deletes it in time); "
+            "0 when there is none.")
+        kept.add_metric([], max(0.0, (now - figures.oldest_ended).total_seconds())
+                        if figures.oldest_ended else 0.0)
+        yield from (agents, age, failed, kept)
 
     def _redis(self, database: DatabaseFigures | None) -> Iterator[Metric]:
         directory = self.figures.directory

@@ -49,6 +49,7 @@ def agent_json(agent: Agent) -> dict[str, Any]:
         "assistant_id": _id(agent.assistant_id),
         "assistant_version": agent.assistant_version,
         "caller_id": _id(agent.caller_id),
+        "caller_call_id": agent.caller_call_id,
         "root_id": _id(agent.root_id or agent.id),
         "depth": agent.depth,
         "schedule_id": _id(agent.schedule_id),

@@ -1,4 +1,4 @@
-"""Structured answers (CONTRACT §6): an `output_schema` checked on create, the final
+"""Structured answers (docs/api.md §6): an `output_schema` checked on create, the final
 answer checked against it, and what the model is told when it does not match.
 
 An answer that does not validate is recorded as its FINAL row followed by an ERROR

@@ -1,4 +1,4 @@
-"""A person in the loop (CONTRACT §7): which tool calls wait for an approval, what an
+"""A person in the loop (docs/api.md §7): which tool calls wait for an approval, what an
 answer does to the call, and the two use cases around a WAITING agent.
 
 The executor asks one question before a tool call, `ApprovalGate.waits`: a call of a
@@ -117,7 +117,7 @@ def answer(
     create does: past `max_active` it is RateLimited and the agent goes on waiting
     (README, Approvals). The caller queues the agent."""
     waiting = agent.waiting_for or {}
-    if agent.status is not AgentStatus.WAITING:
+    if agent.status is not AgentStatus.WAITING or waiting.get("kind") == "agents":
         raise Conflict(f"agent {agent.id} is {agent.status.value}, not waiting for an approval",
                        code="not_waiting")
     if waiting.get("call_id") != call_id:
@@ -140,6 +140,8 @@ def expire(store: WaitingStore, agent: Agent, *, timeout_s: float) -> Agent | No
     deadline; the agent as failed, or None when it moved on meanwhile."""
     if agent.status is not AgentStatus.WAITING or agent.updated_at is None:
         return None
+    if (agent.waiting_for or {}).get("kind") == "agents":
+        return None  # it waits on its children, not on a person
     now = utcnow()
     if now - agent.updated_at < timedelta(seconds=timeout_s):
         return None

@@ -1,4 +1,4 @@
-"""Figures recorded in worker processes, summed in Redis for the API's one scrape (§10).
+"""Figures recorded in worker processes, summed in Redis for the API's one scrape (docs/api.md §10).
 
 A Prometheus registry is per process, and workers run on other machines than the API,
 so the API cannot read theirs. Each worker process keeps what it counts (counters, and
@@ -48,10 +48,18 @@ SPECS: Mapping[str, Spec] = {
         "counter", "Tokens read (input) and written (output) by model calls.",
         ("model", "direction")),
     "jarvis_tool_seconds": Spec("histogram", "Time of one tool call.", ("tool",)),
+    "jarvis_retention_deleted": Spec(
+        "counter", "Rows the retention sweep deleted, by kind: agent, step, webhook_delivery.",
+        ("kind",)),
     "jarvis_webhook_deliveries": Spec(
         "counter", "Webhook delivery tries by outcome: delivered, failed (to be tried "
         "again) or dead (the last try failed, or its lease ran out: never tried again).",
         ("outcome",)),
+    "jarvis_schedule_firings": Spec(
+        "counter", "Schedules' due times by outcome: fired (an agent made) or skipped "
+        "(overlap: the last agent had not ended).", ("outcome",)),
+    "jarvis_schedule_lag_seconds": Spec(
+        "histogram", "Time from a schedule's due time to its agent's create.", ()),
 }
 EXPOSED = frozenset(SPECS)
 _BUCKET_PARTS = {bound: f"le={bound}" for bound in LATENCY_BUCKETS}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import gc
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +20,14 @@ from jarvis_agents.store import open_repository
 from jarvis_agents.store.repository import Repository
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
     from jarvis_agents.dispatch import Dispatcher
     from jarvis_agents.llm.router import ModelRouter
     from jarvis_agents.model_slots import ModelSlots
     from jarvis_agents.runner import AgentRunner
+    from jarvis_agents.scheduler import Scheduler
     from jarvis_agents.tools.registry import ToolRegistry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
@@ -43,10 +47,11 @@ def redis_client(settings: Settings, *, max_connections: int = 50) -> Any:
 
 
 def freeze_start_up_objects() -> None:
-    """Take what exists once a process is up (modules, the app, its pools: ~140,000
+    """Take what exists once a process is up (modules, the app, its pools: most of the
     objects in the API) out of the garbage collector's sight. A full collection walked
-    them all for ~75 ms, every request or agent in the process waiting (paced creates:
-    p99 57 ms, not 7). Start-up's garbage is collected first, not frozen with the rest.
+    them all while every request or agent in the process waited, which showed as the
+    tail of the create latency (BENCHMARKS.md). Start-up's garbage is collected first,
+    not frozen with the rest.
     Undo with `gc.unfreeze()` before exiting: the interpreter's teardown would find them
     only once modules are half gone, and logging's weakref callbacks print tracebacks."""
     gc.collect()
@@ -126,11 +131,24 @@ class WorkerComponents:
         self.redis.close()
 
 
+def langgraph_queue(repository: Repository, settings: Settings, dispatcher: Dispatcher,
+                    events: Any) -> Any:
+    """The duty that starts LangGraph runs enqueued behind a thread's active one once
+    their turn has come (jarvis_agents/langgraph/runs.py)."""
+    from jarvis_agents.langgraph import LangGraph
+    from jarvis_agents.service import AgentService
+
+    agents = AgentService(repository=repository, settings=settings, dispatcher=dispatcher,
+                          events=events, tool_names=())
+    return LangGraph.of(agents).runs.start_due
+
+
 def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents:
     """A worker's pieces."""
     from jarvis_agents import tracing
     from jarvis_agents.approvals import ApprovalGate
     from jarvis_agents.cluster_metrics import ClusterMetrics, ClusterTimings
+    from jarvis_agents.delegation import Delegation
     from jarvis_agents.executor import Executor, Limits
     from jarvis_agents.llm.governed import GovernedModel
     from jarvis_agents.llm.router import ModelRouter, split_model
@@ -141,12 +159,12 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
     from jarvis_agents.tools.mcp.worker import worker_registry
     from jarvis_agents.webhooks.dispatcher import WebhookDispatcher
 
-    # Statements take well under a millisecond: 20 connections serve 200 agents, and a
+    # Statements are short beside a model call: 20 connections serve 200 agents, and a
     # worker process stays within 21 of PostgreSQL's default max_connections of 100
     # (the step writes have one of their own, see store/postgres.py).
     # A fixed pool: with overflow, 200 threads kept opening connections beyond it and
-    # closing them as they came back (60-100 new PostgreSQL backends per 500 agents,
-    # each a process forked and warmed up), for no throughput that could be measured.
+    # closing them as they came back (each a PostgreSQL backend: a process forked and
+    # warmed up), for no throughput that could be measured.
     repository = open_repository(
         settings, pool_size=min(20, settings.worker_concurrency // 4 + 5), overflow=False)
     redis = redis_client(settings, max_connections=settings.worker_concurrency + 20)
@@ -170,13 +188,86 @@ def build_worker(settings: Settings, dispatcher: Dispatcher) -> WorkerComponents
         limits=Limits(step_timeout_s=settings.step_timeout_s, total_timeout_s=settings.total_timeout_s),
         approvals=ApprovalGate(settings.approve_tools),
         timings=timings,
+        delegation=Delegation(repository=repository, settings=settings, dispatcher=dispatcher,
+                              events=events),
     ))
     runner = AgentRunner(
         repository=repository, store=store, executor=executor, events=events,
         dispatcher=dispatcher, settings=settings,
+        duties=(langgraph_queue(repository, settings, dispatcher, events),
+                *retention_duties(repository, settings, metrics)),
     )
     webhooks = WebhookDispatcher.from_settings(
         repository, settings,
         outcomes=lambda outcome: metrics.inc("jarvis_webhook_deliveries", outcome))
     return WorkerComponents(settings, repository, tools, runner, webhooks, redis, metrics, slots,
                             router, timings)
+
+
+@dataclass
+class SchedulerComponents:
+    """The firing loop of a worker's supervisor process (jarvis_agents/scheduler.py), with
+    what it holds: its own process, so that a thousand agents' threads in the Celery
+    process do not starve it of the interpreter."""
+
+    scheduler: Scheduler
+    metrics: ClusterMetrics
+    repository: Repository
+    redis: Any
+
+    def start(self) -> None:
+        self.metrics.start()
+        self.scheduler.start()
+
+    def close(self) -> None:
+        self.scheduler.stop()
+        self.metrics.stop()
+        self.repository.engine.dispose()
+        self.redis.close()
+
+
+def build_scheduler(settings: Settings,
+                    dispatcher_for: Callable[[Any], Dispatcher]) -> SchedulerComponents:
+    """The firing loop's pieces; `dispatcher_for(redis)` is the queue its agents go on."""
+    from jarvis_agents.cluster_metrics import ClusterMetrics
+    from jarvis_agents.scheduler import Scheduler
+    from jarvis_agents.service import AgentService
+    from jarvis_agents.tools.mcp.published import PublishedTools
+    from jarvis_agents.tools.registry import ToolRegistry
+
+    repository = open_repository(settings, pool_size=4, overflow=False)
+    redis = redis_client(settings, max_connections=20)  # the announcers' and the metrics'
+
+    metrics = ClusterMetrics(redis)
+    with ToolRegistry.default(settings) as registry:
+        own_tools = registry.describe()  # MCP tools as the workers publish them
+    service = AgentService(
+        repository=repository, settings=settings, dispatcher=dispatcher_for(redis),
+        events=RedisEventBus(redis),
+        tool_names=PublishedTools(redis, static=own_tools, servers=settings.mcp_servers))
+    scheduler = Scheduler(service, outcome=lambda outcome, lag_s: scheduled(metrics, outcome, lag_s))
+    return SchedulerComponents(scheduler, metrics, repository, redis)
+
+
+def scheduled(metrics: ClusterMetrics, outcome: str, lag_s: float) -> None:
+    """Count a schedule's due time (fired or skipped), and how late a fired one was."""
+    metrics.inc("jarvis_schedule_firings", outcome)
+    if outcome == "fired":
+        metrics.observe("jarvis_schedule_lag_seconds", seconds=lag_s)
+
+
+def retention_duties(
+    repository: Repository, settings: Settings, metrics: ClusterMetrics,
+) -> tuple[Callable[[], object], ...]:
+    """JARVIS_RETENTION's sweep, run after each of the worker's sweeps, its deletions
+    counted for the API's /metrics; none when it is unset."""
+    from jarvis_agents.retention import Deleted, Retention
+
+    def record(deleted: Deleted) -> None:
+        for kind, rows in deleted.by_kind().items():
+            if rows:
+                metrics.inc("jarvis_retention_deleted", kind, amount=rows)
+
+    if settings.retention_s is None:
+        return ()
+    return (Retention(repository.deletions, retention_s=settings.retention_s, record=record).sweep,)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from jarvis_agents.durations import duration_s
+from jarvis_agents.env_values import flag, seconds, seconds_list, whole_number
 from jarvis_agents.errors import ConfigError
 from jarvis_agents.redaction import HIDDEN, redacted_url
 from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
@@ -23,9 +24,9 @@ PROVIDERS = ("ollama", "openai")  # a model's provider: its prefix, or JARVIS_PR
 DEFAULT_MAX_REPLY_TOKENS = 4096
 DEFAULT_MAX_REPLY_CHARS = 65536
 # Agents one worker process runs at once, as threads. A waiting agent blocks on a
-# socket or a queue, so an idle thread costs little (about 100 KiB resident per agent in
-# flight, measured: bench scenario 6): one process keeps a thousand slow agents in flight,
-# where 200 left 1,000 agents of 4 s each to run in five waves.
+# socket or a queue, so an idle thread costs little memory (BENCHMARKS.md, scale on one
+# worker process): one process keeps a thousand slow agents in flight at once, where a
+# smaller pool would run them in waves.
 DEFAULT_WORKER_CONCURRENCY = 1000
 # Webhook timing (webhooks/dispatcher.py). The waits before each retry: the first within
 # 10 s, 6 tries over 8 min 35 s in all, then the delivery is dead (README, Webhooks).
@@ -50,7 +51,7 @@ def default_data_dir(env: Mapping[str, str]) -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the system can be configured with; see CONTRACT §1 and the README."""
+    """Everything the system can be configured with; see docs/api.md §1 and the README."""
 
     database_url: str
     redis_url: str | None
@@ -66,6 +67,7 @@ class Settings:
     total_timeout_s: float = 120.0
     max_active_per_user: int = 20
     max_streams_per_user: int = 100
+    max_schedules_per_user: int = 100
     port: int = 8000
     # JARVIS_MCP_PORT: the MCP server's (`jarvis-agents mcp`); None: the API's port + 1.
     mcp_port: int | None = None
@@ -100,9 +102,12 @@ class Settings:
     mcp_servers: tuple[McpServerConfig, ...] = ()  # from the JARVIS_MCP_CONFIG file
     approve_tools: tuple[str, ...] = ()  # JARVIS_APPROVE_TOOLS: names, or "*" for all
     approval_timeout_s: float = 86400.0
+    # JARVIS_MAX_DELEGATION_DEPTH: the deepest a child agent may be (a client's is at 0).
+    max_delegation_depth: int = 3
     # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
     model_concurrency: tuple[tuple[str, int], ...] = ()
     model_idle_s: float = MODEL_IDLE_S  # JARVIS_MODEL_IDLE, for tests only
+    retention_s: float | None = None  # JARVIS_RETENTION; None keeps ended agents forever
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -132,8 +137,8 @@ class Settings:
             raise ConfigError(
                 f"JARVIS_SEARCH_BACKEND must be 'searxng' or 'duckduckgo', not {search_backend!r}"
             )
-        heartbeat_interval_s = _float(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0)
-        heartbeat_stale_s = _float(env, "JARVIS_HEARTBEAT_STALE", 30.0)
+        heartbeat_interval_s = seconds(env, "JARVIS_HEARTBEAT_INTERVAL", 5.0)
+        heartbeat_stale_s = seconds(env, "JARVIS_HEARTBEAT_STALE", 30.0)
         if heartbeat_stale_s <= heartbeat_interval_s:
             # A heartbeat older than one interval is simply the next one not due yet:
             # every live agent would be taken over as if its worker had died.
@@ -151,36 +156,37 @@ class Settings:
             provider=provider,
             openai_base_url=openai_base_url.rstrip("/") if openai_base_url else None,
             openai_api_key=env.get("OPENAI_API_KEY") or None,
-            max_steps=_int(env, "JARVIS_MAX_STEPS", 10, low=1, high=50),
-            step_timeout_s=_float(env, "JARVIS_STEP_TIMEOUT", 30.0),
-            tool_timeout_s=_float(env, "JARVIS_TOOL_TIMEOUT", 10.0),
-            total_timeout_s=_float(env, "JARVIS_TOTAL_TIMEOUT", 120.0),
-            max_active_per_user=_int(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
-            max_streams_per_user=_int(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
-            port=_int(env, "PORT", 8000, low=1, high=65535),
-            mcp_port=_int(env, "JARVIS_MCP_PORT", 0, low=1, high=65535) or None,
+            max_steps=whole_number(env, "JARVIS_MAX_STEPS", 10, low=1, high=50),
+            step_timeout_s=seconds(env, "JARVIS_STEP_TIMEOUT", 30.0),
+            tool_timeout_s=seconds(env, "JARVIS_TOOL_TIMEOUT", 10.0),
+            total_timeout_s=seconds(env, "JARVIS_TOTAL_TIMEOUT", 120.0),
+            max_active_per_user=whole_number(env, "JARVIS_MAX_ACTIVE_PER_USER", 20, low=1),
+            max_streams_per_user=whole_number(env, "JARVIS_MAX_STREAMS_PER_USER", 100, low=1),
+            max_schedules_per_user=whole_number(env, "JARVIS_MAX_SCHEDULES_PER_USER", 100, low=0),
+            port=whole_number(env, "PORT", 8000, low=1, high=65535),
+            mcp_port=whole_number(env, "JARVIS_MCP_PORT", 0, low=1, high=65535) or None,
             mcp_url=_url(env, "JARVIS_MCP_URL", "") if env.get("JARVIS_MCP_URL") else None,
-            model_retries=_int(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
-            max_reply_tokens=_int(env, "JARVIS_MAX_REPLY_TOKENS", DEFAULT_MAX_REPLY_TOKENS,
+            model_retries=whole_number(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
+            max_reply_tokens=whole_number(env, "JARVIS_MAX_REPLY_TOKENS", DEFAULT_MAX_REPLY_TOKENS,
                                   low=1, high=1_000_000),
-            max_reply_chars=_int(env, "JARVIS_MAX_REPLY_CHARS", DEFAULT_MAX_REPLY_CHARS,
+            max_reply_chars=whole_number(env, "JARVIS_MAX_REPLY_CHARS", DEFAULT_MAX_REPLY_CHARS,
                                  low=1000, high=10_000_000),
-            max_attempts=_int(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
+            max_attempts=whole_number(env, "JARVIS_MAX_ATTEMPTS", 3, low=1, high=100),
             heartbeat_interval_s=heartbeat_interval_s,
             heartbeat_stale_s=heartbeat_stale_s,
-            pending_requeue_s=_float(env, "JARVIS_PENDING_REQUEUE", 60.0),
-            shutdown_grace_s=_float(env, "JARVIS_SHUTDOWN_GRACE", 20.0),
-            worker_metrics_port=_int(env, "JARVIS_WORKER_METRICS_PORT", 0, low=0, high=65535) or None,
-            worker_concurrency=_int(
+            pending_requeue_s=seconds(env, "JARVIS_PENDING_REQUEUE", 60.0),
+            shutdown_grace_s=seconds(env, "JARVIS_SHUTDOWN_GRACE", 20.0),
+            worker_metrics_port=whole_number(env, "JARVIS_WORKER_METRICS_PORT", 0, low=0, high=65535) or None,
+            worker_concurrency=whole_number(
                 env, "JARVIS_WORKER_CONCURRENCY", DEFAULT_WORKER_CONCURRENCY, low=1, high=10000
             ),
-            tool_output_max_chars=_int(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
-            context_chars=_int(env, "JARVIS_CONTEXT_CHARS", 16000, low=500),
+            tool_output_max_chars=whole_number(env, "JARVIS_TOOL_OUTPUT_MAX_CHARS", 4000, low=100),
+            context_chars=whole_number(env, "JARVIS_CONTEXT_CHARS", 16000, low=500),
             webhook_secret=_webhook_secret(env.get("JARVIS_WEBHOOK_SECRET") or None),
-            webhook_allow_private=_bool(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
-            webhook_retry_delays_s=_seconds_list(
+            webhook_allow_private=flag(env, "JARVIS_WEBHOOK_ALLOW_PRIVATE", False),
+            webhook_retry_delays_s=seconds_list(
                 env, "JARVIS_WEBHOOK_RETRY_DELAYS", WEBHOOK_RETRY_DELAYS_S),
-            webhook_lease_s=_float(env, "JARVIS_WEBHOOK_LEASE", WEBHOOK_LEASE_S),
+            webhook_lease_s=seconds(env, "JARVIS_WEBHOOK_LEASE", WEBHOOK_LEASE_S),
             weather_geocoding_url=_url(
                 env, "JARVIS_WEATHER_GEOCODING_URL", "https://geocoding-api.open-meteo.com/v1/search"
             ),
@@ -190,16 +196,18 @@ class Settings:
             search_backend=search_backend,
             searxng_url=searxng_url,
             duckduckgo_url=_url(env, "JARVIS_DUCKDUCKGO_URL", "https://api.duckduckgo.com/"),
-            log_json=_bool(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
+            log_json=flag(env, "JARVIS_LOG_JSON", None) if env.get("JARVIS_LOG_JSON") else None,
             otel_traces_url=_otel_traces_url(env),
             mcp_servers=load_mcp_config(env.get("JARVIS_MCP_CONFIG") or None, env),
             approve_tools=tuple(
                 name.strip() for name in (env.get("JARVIS_APPROVE_TOOLS") or "").split(",")
                 if name.strip()
             ),
-            approval_timeout_s=_float(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
+            approval_timeout_s=seconds(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
+            max_delegation_depth=whole_number(env, "JARVIS_MAX_DELEGATION_DEPTH", 3, low=0),
             model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
-            model_idle_s=_float(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
+            model_idle_s=seconds(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
+            retention_s=duration_s("JARVIS_RETENTION", env.get("JARVIS_RETENTION")),
         )
 
     def __repr__(self) -> str:
@@ -344,56 +352,3 @@ def _url(env: Mapping[str, str], name: str, default: str) -> str:
     value = env.get(name) or default
     _check_url(name, value, schemes={"http", "https"})
     return value
-
-
-def _int(env: Mapping[str, str], name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name} must be {bounds}, not {value}")
-    return value
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
-    return value
-
-
-def _seconds_list(env: Mapping[str, str], name: str, default: tuple[float, ...]) -> tuple[float, ...]:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        values = tuple(float(part) for part in raw.split(","))
-    except ValueError:
-        values = ()
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise ConfigError(
-            f"{name} must be positive numbers of seconds separated by commas, not {raw!r}")
-    return values
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ConfigError(f"{name} must be 1/0, true/false or yes/no, not {raw!r}")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from jarvis_agents import tracing
 from jarvis_agents.answers import MAX_RETRIES, parse_answer, rejected_answers
@@ -44,6 +43,7 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.llm.base import ChatModel
+from jarvis_agents.loop_state import Limits, LoopState, StepStore
 from jarvis_agents.modes import Strategy, settle, strategy_for
 from jarvis_agents.retry import is_infrastructure_fault
 from jarvis_agents.threads import with_context
@@ -51,59 +51,13 @@ from jarvis_agents.timings import NoTimings, Timings
 from jarvis_agents.tools.base import idempotency_key
 from jarvis_agents.tools.registry import ToolRegistry
 
+if TYPE_CHECKING:
+    from jarvis_agents.delegation import Delegation
+
 # At most this many tool calls of one reply run at once.
 MAX_PARALLEL_CALLS = 8
 
 log = logging.getLogger(__name__)
-
-
-class StepStore(Protocol):
-    """What the loop needs of persistence (the Repository provides it)."""
-
-    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None: ...
-    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
-    def append_steps(
-        self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
-    ) -> None: ...
-    def transition(
-        self, agent_id: uuid.UUID, expected: AgentStatus, new: AgentStatus, **fields: object
-    ) -> bool: ...
-    def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None: ...
-
-
-@dataclass(frozen=True)
-class Limits:
-    step_timeout_s: float
-    total_timeout_s: float
-
-
-@dataclass
-class _State:
-    """Where the agent stands, rebuilt from its persisted steps."""
-
-    history: list[Step]
-    next_step: int
-    next_seq: int
-    pending_acts: list[Step]  # ACTs of the last iteration whose OBSERVE was never written
-
-    @classmethod
-    def rebuild(cls, steps: list[Step]) -> _State:
-        if not steps:
-            return cls([], 0, 1, [])
-        last = max(s.step for s in steps)
-        rows = [s for s in steps if s.step == last]
-        observed = {s.call_id for s in rows if s.type is StepType.OBSERVE}
-        pending = [s for s in rows if s.type is StepType.ACT and s.call_id not in observed]
-        return cls(steps, last if pending else last + 1, max(s.seq for s in steps) + 1, pending)
-
-    def usage(self, rows: Sequence[Step] = ()) -> Usage:
-        """The model calls' usage over the history and then `rows`."""
-        total = Usage()
-        for steps in (self.history, rows):
-            for step in steps:
-                if step.usage is not None:
-                    total = total + step.usage
-        return total
 
 
 class Executor:
@@ -119,6 +73,7 @@ class Executor:
         limits: Limits,
         timings: Timings | None = None,
         approvals: ApprovalGate | None = None,
+        delegation: Delegation | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -127,6 +82,8 @@ class Executor:
         self.limits = limits
         self.timings = timings or NoTimings()
         self.approvals = approvals or ApprovalGate()
+        # Calls of an agent's delegates (`ask_<name>`) start children instead of running.
+        self.delegation = delegation
         # By model, the mode its `auto` agents settled on here: a claim records it for
         # the next ones (store.claim's `modes`). Replaced, never changed, when it grows.
         self.settled: Mapping[str, AgentMode] = {}
@@ -144,14 +101,16 @@ class Executor:
         cancel was never heard.
         """
         tools = self.tools.subset(agent.tools)
+        if self.delegation is not None:
+            tools = self.delegation.tools(agent, tools)
         # A first attempt at 0 steps (nearly every claim) has none to read back: its
         # claim found the agent PENDING. Any later attempt reads them, whatever count it
         # came with: a take-over that waited for the last attempt's step write to commit
         # counted the steps as they were when it began (PostgreSQL's READ COMMITTED).
         fresh = agent.attempt <= 1 and not agent.step_count
-        state = _State.rebuild([] if fresh else self.store.steps_after(agent.id))
+        state = LoopState.rebuild([] if fresh else self.store.steps_after(agent.id))
         started = agent.started_at or utcnow()
-        # Time spent WAITING for a person is not the agent's (CONTRACT §7).
+        # Time spent WAITING (for a person, or on the agents it called) is not its own.
         deadline_at = started + timedelta(seconds=self.limits.total_timeout_s,
                                           milliseconds=agent.waited_ms)
         try:
@@ -171,7 +130,9 @@ class Executor:
             if state.pending_acts:
                 if (waits := self.approvals.first_waiting(agent, state.pending_acts)) is not None:
                     return self._wait(agent, state, [], waits)
-                self._observe(agent, tools, strategy, state, state.pending_acts, should_stop)
+                if (parked := self._observe(agent, tools, strategy, state, state.pending_acts,
+                                            should_stop)) is not None:
+                    return parked
             while True:
                 # The cancel listener and the revoke set should_stop within ms; any write
                 # after a cancellation is refused in SQL anyway. The read is for a cancel
@@ -230,7 +191,7 @@ class Executor:
 
     # --- one iteration ---------------------------------------------------------------
 
-    def _iterate(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
+    def _iterate(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: LoopState,
                  deadline_at: datetime, should_stop: Callable[[], bool]) -> Agent | None:
         remaining_s = (deadline_at - utcnow()).total_seconds()
         step_budget_s = min(self.limits.step_timeout_s, remaining_s)
@@ -241,7 +202,7 @@ class Executor:
             request = replace(request, messages=with_context(list(request.messages), agent.context))
         began = time.monotonic()
         try:
-            # The reply's text goes out live while somebody listens (CONTRACT §6).
+            # The reply's text goes out live while somebody listens (docs/api.md §6).
             with self.events.reply_tokens(agent.id, state.next_step) as on_delta:
                 reply = self.model.complete(request, deadline=began + step_budget_s,
                                             should_stop=should_stop, on_delta=on_delta)
@@ -271,18 +232,19 @@ class Executor:
         acts = [row for row in rows if row.type is StepType.ACT]
         if (waits := self.approvals.first_waiting(agent, acts)) is not None:
             return self._wait(agent, state, rows, waits)  # a person answers first (approvals.py)
-        if all(tools.runs_inline(act.tool or "") for act in acts):
+        if all(tools.runs_inline(act.tool or "") for act in acts) and not self._delegated(agent, acts):
             # One commit and one publish instead of two: the calls are safe to repeat.
             observations = self._calls(agent, tools, strategy, acts, seq=rows[-1].seq + 1,
                                        should_stop=should_stop)
             self._write(agent, state, [*rows, *observations], step_count=state.next_step + 1)
             state.next_step += 1
             return None
+        if len(self._delegated(agent, acts)) == len(acts):  # written with the children
+            return self._observe(agent, tools, strategy, state, acts, should_stop, unwritten=rows)
         self._write(agent, state, rows, step_count=state.next_step + 1)
-        self._observe(agent, tools, strategy, state, acts, should_stop)
-        return None
+        return self._observe(agent, tools, strategy, state, acts, should_stop)
 
-    def _answer(self, agent: Agent, state: _State, rows: list[Step]) -> Agent | None:
+    def _answer(self, agent: Agent, state: LoopState, rows: list[Step]) -> Agent | None:
         """End with the FINAL row's answer, or send it back if it does not match the
         agent's output schema (MAX_RETRIES times; then the agent FAILS)."""
         answer = rows[-1].content
@@ -302,13 +264,37 @@ class Executor:
         state.next_step += 1
         return None
 
-    def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: _State,
-                 acts: list[Step], should_stop: Callable[[], bool]) -> None:
-        observations = self._calls(agent, tools, strategy, acts, seq=state.next_seq,
-                                   should_stop=should_stop)
-        self._write(agent, state, observations, step_count=acts[0].step + 1)
+    def _observe(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, state: LoopState,
+                 acts: list[Step], should_stop: Callable[[], bool], *,
+                 unwritten: list[Step] | None = None) -> Agent | None:
+        """Run the ACTs' calls and write their OBSERVEs (after the iteration's `unwritten`
+        rows, when calls of delegates are all it has); the agent as it now WAITS when calls
+        of its delegates started children (delegation/service.py), else None."""
+        delegated = self._delegated(agent, acts)
+        ran = [act for act in acts if act not in delegated]
+        if ran:
+            observations = self._calls(agent, tools, strategy, ran, seq=state.next_seq,
+                                       should_stop=should_stop)
+            self._write(agent, state, observations, step_count=acts[0].step + 1)
+        if delegated and self.delegation is not None:
+            before = unwritten or []
+            settled = self.delegation.settle(
+                agent, delegated, seq=state.next_seq + len(before), before=before,
+                answer_for=lambda act: self.approvals.answer_for(agent, act))
+            if settled.lost:
+                raise StaleAttempt(f"agent {agent.id} is no longer RUNNING under attempt {agent.attempt}")
+            rows = [*before, *settled.observations]
+            if settled.waiting is None:
+                self._write(agent, state, rows, step_count=acts[0].step + 1)
+            else:  # written with the wait (delegation/service.py): told, and the attempt ends
+                self._told(settled.waiting, rows)
+                return settled.waiting
         state.next_step = acts[0].step + 1
         state.pending_acts = []
+        return None
+
+    def _delegated(self, agent: Agent, acts: Sequence[Step]) -> list[Step]:
+        return [] if self.delegation is None else self.delegation.calls(agent, acts)
 
     def _calls(self, agent: Agent, tools: ToolRegistry, strategy: Strategy, acts: list[Step], *,
                seq: int, should_stop: Callable[[], bool]) -> list[Step]:
@@ -336,7 +322,7 @@ class Executor:
 
     # --- persistence -----------------------------------------------------------------
 
-    def _write(self, agent: Agent, state: _State, rows: list[Step], *, step_count: int) -> None:
+    def _write(self, agent: Agent, state: LoopState, rows: list[Step], *, step_count: int) -> None:
         self.store.append_steps(agent.id, agent.attempt, rows, step_count=step_count)
         state.history.extend(rows)
         state.next_seq += len(rows)
@@ -344,13 +330,13 @@ class Executor:
             self.timings.step(row.type.value)
         self.events.publish_steps(agent, rows)
 
-    def _complete(self, agent: Agent, state: _State, rows: list[Step], answer: str, *,
+    def _complete(self, agent: Agent, state: LoopState, rows: list[Step], answer: str, *,
                   output: object = None) -> Agent | None:
         done = agent.with_completed(answer, output=output, step_count=state.next_step + 1,
                                     usage=state.usage(rows))
         return self._end(agent, done, rows)
 
-    def _fail(self, agent: Agent, state: _State, reason: StopReason, error: str, *,
+    def _fail(self, agent: Agent, state: LoopState, reason: StopReason, error: str, *,
               rows: Sequence[Step] = ()) -> Agent | None:
         """End the agent FAILED with an ERROR row after `rows` (of the current iteration)."""
         if rows:
@@ -369,13 +355,17 @@ class Executor:
         )
         return self._end(agent, done, ended)
 
-    def _wait(self, agent: Agent, state: _State, rows: list[Step], act: Step) -> Agent | None:
+    def _wait(self, agent: Agent, state: LoopState, rows: list[Step], act: Step) -> Agent | None:
         """RUNNING → WAITING on `act`, with the iteration's `rows` (approvals.wait): it ends here."""
         if (waiting := wait(self.store, agent, rows, act)) is not None:
-            for row in rows:
-                self.timings.step(row.type.value)
-            self.events.publish_steps(waiting, rows, status=True)  # the API sends `waiting`
+            self._told(waiting, rows)
         return waiting
+
+    def _told(self, waiting: Agent, rows: list[Step]) -> None:
+        """Count and publish the rows written with a wait; the API sends `waiting`."""
+        for row in rows:
+            self.timings.step(row.type.value)
+        self.events.publish_steps(waiting, rows, status=True)
 
     def _end(self, agent: Agent, done: Agent, rows: list[Step]) -> Agent | None:
         """Write the end `done` (its usage counting `rows`) with `rows`, and tell it."""

@@ -34,17 +34,18 @@ SERVER_NAMES = {"ollama": "the Ollama server", "openai": "the OpenAI-compatible 
 
 @dataclass(frozen=True)
 class DatabaseFigures:
-    """Agents by status, the PENDING ones by model: (how many, oldest created_at), and the
-    FAILED ones by stop reason."""
+    """Agents by status, the PENDING ones by model: (how many, oldest created_at), the
+    FAILED ones by stop reason, and when the oldest ended agent kept ended."""
 
     by_status: dict[str, int]
     pending: dict[str, tuple[int, datetime]]
     failed: dict[str, int]
+    oldest_ended: datetime | None = None
 
     @classmethod
     def read(cls, statistics: Statistics) -> DatabaseFigures:
         return cls(statistics.status_counts(), statistics.pending_by_model(),
-                   statistics.failed_by_reason())
+                   statistics.failed_by_reason(), statistics.oldest_ended_at())
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from jarvis_agents.trace_context import new_traceparent, trace_id_of
 class AgentStatus(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
-    # Paused on a tool call a person must approve (CONTRACT §7); no worker holds it.
+    # Paused on a tool call a person must approve (docs/api.md §7); no worker holds it.
     WAITING = "WAITING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
@@ -66,7 +66,7 @@ class StopReason(str, Enum):
 
 
 class AgentMode(str, Enum):
-    """How an agent speaks to its model (CONTRACT §6): `auto` is what a create asks for
+    """How an agent speaks to its model (docs/api.md §6): `auto` is what a create asks for
     by default, and becomes `native` or `react` when the agent starts."""
 
     AUTO = "auto"
@@ -185,7 +185,7 @@ class Agent:
     heartbeat_at: datetime | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
-    # Approvals (CONTRACT §7): the tools whose calls wait for a person ("*": all), the
+    # Approvals (docs/api.md §7): the tools whose calls wait for a person ("*": all), the
     # call waited on while WAITING ({"call_id", "tool", "input"}), the answers given, by
     # call id ({"approve", "input", "reason"}), and the time spent waiting so far, which
     # the total timeout leaves out.
@@ -193,12 +193,12 @@ class Agent:
     waiting_for: dict[str, Any] | None = None
     approval: dict[str, Any] | None = None
     waited_ms: int = 0
-    # The mode asked for until the agent starts, then the one in use (CONTRACT §6).
+    # The mode asked for until the agent starts, then the one in use (docs/api.md §6).
     mode: AgentMode = AgentMode.AUTO
     usage: Usage = field(default_factory=Usage)
     output_schema: dict[str, Any] | None = None
     output: Any = None
-    # Conversations and forks (CONTRACT §8): a thread's id is its first agent's id.
+    # Conversations and forks (docs/api.md §8): a thread's id is its first agent's id.
     thread_id: uuid.UUID | None = None
     parent_id: uuid.UUID | None = None
     forked_from_id: uuid.UUID | None = None
@@ -282,6 +282,11 @@ class Agent:
     @property
     def is_terminal(self) -> bool:
         return self.status.is_terminal
+
+    @property
+    def waits_on_agents(self) -> bool:
+        """WAITING on the agents it called (README, Agents that call agents), not on a person."""
+        return self.status is AgentStatus.WAITING and (self.waiting_for or {}).get("kind") == "agents"
 
     @property
     def duration_ms(self) -> int | None:

@@ -1,4 +1,4 @@
-"""Per-model caps on calls in flight across every worker (`JARVIS_MODEL_CONCURRENCY`, §10).
+"""Per-model caps on calls in flight across every worker (`JARVIS_MODEL_CONCURRENCY`, docs/api.md §10).
 
 A fair, crash-safe semaphore per capped model, in Redis. A call takes a ticket (INCR)
 and waits in a sorted set in ticket order; slots go to the head of that queue, so calls

@@ -1,4 +1,4 @@
-"""How an agent speaks to its model: one strategy per mode (CONTRACT §5, §6).
+"""How an agent speaks to its model: one strategy per mode (docs/api.md §5, §6).
 
 The executor runs the loop — limits, writes, events, resume — and asks a strategy
 the three things that differ between the text contract and native tool calling: the

@@ -1,4 +1,4 @@
-"""Routing by model (CONTRACT §10): a queue per model, and who serves which.
+"""Routing by model (docs/api.md §10): a queue per model, and who serves which.
 
 Every agent is queued on its model's queue, `queue_for(agent.model)`, wherever it is
 queued from: a create, the sweeper, a hand-back. A worker started with `--models A,B`

@@ -18,7 +18,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,7 +77,10 @@ class AgentRunner:
         events: EventBus,
         dispatcher: Dispatcher,
         settings: Settings,
+        duties: Sequence[Callable[[], object]] = (),
     ) -> None:
+        """`duties` run after each sweep (the LangGraph door's queue: runs whose turn
+        has come are started there, with no worker waiting for them)."""
         # The heartbeat and the sweeper use the repository; an agent's own calls go
         # through `store`, which retries them through a database outage.
         self.repository = repository
@@ -94,6 +97,7 @@ class AgentRunner:
         self._shutting_down = threading.Event()  # from the first shutdown signal on
         self._threads: list[threading.Thread] = []
         self._database_failed_at = -math.inf  # time.monotonic() of the last outage seen
+        self.duties = tuple(duties)
         self.sweeper = Sweeper(repository=repository, dispatcher=dispatcher, events=events,
                                settings=settings, last_outage=lambda: self._database_failed_at)
         # The cancel listener: whether it is subscribed, how often it (re)connected,
@@ -140,6 +144,7 @@ class AgentRunner:
             ended = self.executor.run(agent, should_stop=signal, check_status=self._status_checks())
             if ended is not None:
                 log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
+                self._ended(ended)
         finally:
             with self._lock:
                 self._running.discard(run)
@@ -218,6 +223,13 @@ class AgentRunner:
             now=failed.updated_at,
         ):
             self.events.publish_status(failed)  # the transition owed its webhook
+            self._ended(failed)
+
+    def _ended(self, agent: Agent) -> None:
+        """A child's end wakes its caller once all its children have ended (the sweeper
+        does, if this process dies first)."""
+        if agent.is_terminal and agent.caller_id is not None:
+            self.sweeper.delegation.child_ended(agent)
 
     def _status_checks(self) -> Callable[[], bool]:
         """For one attempt: whether to read its status from the database before the
@@ -286,10 +298,11 @@ class AgentRunner:
         # The first sweep at once: a worker started after a restart sends again what the
         # last one handed back, if the message went with Redis, without an interval's wait.
         while True:
-            try:
-                self.sweeper.sweep()
-            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
-                self._failed("sweep", exc)
+            for duty in (self.sweeper.sweep, *self.duties):
+                try:
+                    duty()
+                except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                    self._failed("sweep", exc)
             if self._stopping.wait(self.settings.heartbeat_interval_s):
                 return
 

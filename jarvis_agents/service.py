@@ -21,12 +21,16 @@ from jarvis_agents import approvals
 from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
+from jarvis_agents.delegation import Delegation
+from jarvis_agents.deleting import Deleting
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
 from jarvis_agents.events import EventBus, Follower, Subscriber, follow
 from jarvis_agents.events.follow import LentWriter
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
 from jarvis_agents.routing import queue_for
+from jarvis_agents.schedule_service import Schedules
+from jarvis_agents.schedules import TEMPLATE_FIELDS, Template
 from jarvis_agents.store.interface import AgentStore
 from jarvis_agents.store.threads import is_thread_taken
 from jarvis_agents.threads import build_context, fork_points, nearest, turn_of
@@ -59,7 +63,7 @@ class FixedToolNames:
 
 @dataclass(frozen=True)
 class CreateRequest:
-    """A validated create body (CONTRACT §2); the API has checked types and ranges."""
+    """A validated create body (docs/api.md §2); the API has checked types and ranges."""
 
     goal: str
     max_steps: int | None = None
@@ -91,7 +95,7 @@ class CreateRequest:
 
 @dataclass(frozen=True)
 class ForkRequest:
-    """A validated fork body (CONTRACT §8): what differs from the original, if anything."""
+    """A validated fork body (docs/api.md §8): what differs from the original, if anything."""
 
     after_seq: int
     goal: str | None = None
@@ -122,16 +126,56 @@ class AgentService:
         self.model_check = model_check
         self.assistants = Assistants(repository.assistants, settings=settings,
                                      known_tools=self._known_tools)
+        self.delegation = Delegation(repository=repository, settings=settings,
+                                     dispatcher=dispatcher, events=events)
+        self.schedules = Schedules(repository.schedules, settings=settings,
+                                   prepare=self._scheduled)
+        self.deleting = Deleting(repository)
 
     def create(
         self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
         traceparent: str | None = None, before_enqueue: Callable[[Agent], None] | None = None,
+        agent_id: uuid.UUID | None = None, new_thread_id: uuid.UUID | None = None,
     ) -> tuple[Agent, bool]:
         """Create a PENDING agent and enqueue it; (agent, created) — False for a repeat.
 
         `traceparent` is the trace the agent joins (the create request's); None starts one.
         `before_enqueue` is called with a created agent before any worker can take it.
+        `agent_id` is the id to give it (a run the LangGraph door announced before its
+        turn); `new_thread_id` the id of the thread it starts, when not its own.
         """
+        agent = self.prepare(user_id, request, idempotency_key=idempotency_key,
+                             traceparent=traceparent)
+        if agent_id is not None:
+            agent = replace(agent, id=agent_id, thread_id=agent_id, task_id=str(agent_id))
+        if new_thread_id is not None:
+            agent = replace(agent, thread_id=new_thread_id)
+        if request.thread_id is not None:
+            agent = self._in_thread(agent, request.thread_id)
+        try:
+            agent, created = self.repository.create_agent(
+                agent, max_active=self.settings.max_active_per_user
+            )
+        except IntegrityError as exc:
+            if not is_thread_taken(exc):
+                raise
+            raise Conflict(
+                f"another agent of thread {request.thread_id} was created at the same time; "
+                "ask your follow-up once it has ended",
+                code="thread_busy",
+            ) from None
+        if created:
+            if before_enqueue is not None:
+                before_enqueue(agent)
+            self._announce_and_enqueue(agent)
+        return agent, created
+
+    def prepare(
+        self, user_id: uuid.UUID, request: CreateRequest, *, idempotency_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> Agent:
+        """The PENDING agent `request` makes, checked, not yet stored (a RequestError or
+        NotFound saying what is wrong with it)."""
         # Without an assistant, the default one: known without a read (the hot path).
         assistant = (default_assistant(user_id) if request.assistant is None
                      else self.assistants.resolve(user_id, request.assistant))
@@ -152,26 +196,20 @@ class AgentService:
         )
         if self.model_check is not None:
             self.model_check(agent.model)  # the assistant's, the create's or the default
-        agent = replace(agent, task_id=str(agent.id))
-        if request.thread_id is not None:
-            agent = self._in_thread(agent, request.thread_id)
-        try:
-            agent, created = self.repository.create_agent(
-                agent, max_active=self.settings.max_active_per_user
-            )
-        except IntegrityError as exc:
-            if not is_thread_taken(exc):
-                raise
-            raise Conflict(
-                f"another agent of thread {request.thread_id} was created at the same time; "
-                "ask your follow-up once it has ended",
-                code="thread_busy",
-            ) from None
-        if created:
-            if before_enqueue is not None:
-                before_enqueue(agent)
-            self._announce_and_enqueue(agent)
-        return agent, created
+        return replace(agent, task_id=str(agent.id))
+
+    def _scheduled(self, user_id: uuid.UUID, goal: str, template: Template) -> Agent:
+        """The agent a schedule's due time makes (README, Schedules), checked as a create."""
+        fields = {name: getattr(template, name) for name in TEMPLATE_FIELDS}  # shallow: hot
+        return self.prepare(user_id, CreateRequest(goal=goal, **fields))
+
+    def as_follow_up(self, agent: Agent, thread_id: uuid.UUID) -> Agent:
+        """`agent` as the next of its user's thread (a schedule's runs in one thread)."""
+        return self._in_thread(agent, thread_id)
+
+    def announce(self, agent: Agent) -> None:
+        """Publish and queue an agent stored by another path than `create` (schedules)."""
+        self._announce_and_enqueue(agent)
 
     def _known_tools(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
         """The names as the tools are listed; a RequestError naming any unknown one."""
@@ -303,10 +341,12 @@ class AgentService:
 
     def list(
         self, user_id: uuid.UUID, *, status: AgentStatus | None, limit: int, cursor: str | None,
-        thread_id: uuid.UUID | None = None,
+        thread_id: uuid.UUID | None = None, caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         return self.repository.list_agents(
-            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id)
+            user_id, status=status, limit=limit, cursor=cursor, thread_id=thread_id,
+            caller_id=caller_id, schedule_id=schedule_id)
 
     def steps(self, user_id: uuid.UUID, agent_id: uuid.UUID, *, after: int = 0) -> list[Step]:
         self.get(user_id, agent_id)
@@ -335,4 +375,7 @@ class AgentService:
         self.events.publish_cancel(agent_id)
         self.events.publish_status(cancelled)
         self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
+        # Down the tree, then up: its children are cancelled, its caller may go on.
+        self.delegation.cancel_children(agent_id)
+        self.delegation.child_ended(cancelled)
         return cancelled

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from jarvis_agents import approvals
 from jarvis_agents.config import Settings
+from jarvis_agents.delegation import Delegation
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import EventBus
@@ -63,6 +64,8 @@ class Sweeper:
         self.events = events
         self.settings = settings
         self.last_outage = last_outage
+        self.delegation = Delegation(repository=repository, settings=settings,
+                                     dispatcher=dispatcher, events=events)
 
     def sweep(self) -> int:
         """Queue again the agents whose message is gone; returns how many were sent.
@@ -83,6 +86,7 @@ class Sweeper:
                          "was handed back" if handed_back else LOST, pending=False)
                     for agent_id, attempt, handed_back in stale]
         self._expire_approvals(now)
+        self.delegation.sweep()  # wakes and cancels a crash left undone
         pending_before = now - timedelta(seconds=self.settings.pending_requeue_s)
         due += [_Due(agent_id, task_id, "was PENDING", pending=True)
                 for agent_id, task_id in self.repository.requeue_pending(untouched_before=pending_before)]

@@ -1,4 +1,4 @@
-"""Conversations and forks (CONTRACT §8): what a thread gives an agent's model, and where
+"""Conversations and forks (docs/api.md §8): what a thread gives an agent's model, and where
 an agent may be forked.
 
 A thread's earlier agents have all ended when a new one is created in it (one agent of

@@ -1,6 +1,6 @@
 """An agent's W3C trace context (`traceparent`): made at create, kept on the agent's row.
 
-Every agent belongs to one trace, whether or not traces are exported (CONTRACT §10):
+Every agent belongs to one trace, whether or not traces are exported (docs/api.md §10):
 its `trace_id` is in the agent JSON, and each attempt of a worker, however late and
 wherever it resumes, continues that trace from the stored `traceparent`. This module
 needs no OpenTelemetry: with tracing off, a create costs one random number here.

@@ -221,6 +221,9 @@ class TracedTools:
     def subset(self, names: Iterable[str] | None) -> TracedTools:
         return TracedTools(self._inner.subset(names), self._tracer)
 
+    def plus(self, extra: Any) -> TracedTools:
+        return TracedTools(self._inner.plus(extra), self._tracer)
+
     def call_text(self, name: str, tool_input: str, **options: Any) -> ToolResult:
         with self._span(name) as span:
             return _ended(span, self._inner.call_text(name, tool_input, **options))

@@ -177,6 +177,8 @@ def _progress_of(told: Told, last: float) -> tuple[float, str]:
     """A progress notification's value and message. The value only grows, as MCP asks:
     a step's seq, and half a step more for a wait after it."""
     data = told.data
+    if isinstance(told, Waiting) and data.get("agent_ids"):
+        return last + 0.5, f"waiting on the {len(data['agent_ids'])} agent(s) it called"
     if isinstance(told, Waiting):
         return last + 0.5, (
             f"waiting for a person to approve the call {data['call_id']} of {data['tool']} "

@@ -103,7 +103,7 @@ def create_celery(settings: Settings) -> Celery:
             "retry_on_timeout": True,
             # Agent runs are recovered by the database (the sweeper, within a minute),
             # not by kombu's unacked hash in Redis, which only duplicated the record
-            # at a fifth of the worker's CPU (py-spy: ZADD+HSET on receipt and
+            # at a large share of the worker's CPU (ZADD+HSET on receipt and
             # ZREM+HDEL on the ack) and would redeliver a lost message only after
             # its visibility timeout, an hour (celery/celery#4984), to a claim that
             # then does nothing. A delivered message is still held in memory until
@@ -139,7 +139,7 @@ class CeleryDispatcher:
                 RUN_AGENT, args=args, task_id=task_id, queue=queue,
                 retry=True, retry_policy=ENQUEUE_RETRY, headers=headers,
                 # What monitoring shows of the arguments, given: Celery's saferepr of
-                # them is a tenth of the send (~0.05 of ~0.45 ms of CPU).
+                # them is a needless part of the send's CPU.
                 argsrepr=repr(args), kwargsrepr="{}",
             )
         except (KombuOperationalError, OSError) as exc:

@@ -10,7 +10,8 @@ same (a message received in the instant Redis went away, or another task's), the
 worker stops warmly: its running agents end first, nothing is lost or counted, and
 the process exits. A worker that does not come back is an outage, so the supervisor
 restarts the Celery process whenever it exits on its own, with a capped backoff, and
-passes SIGTERM/SIGINT through for a warm shutdown.
+passes SIGTERM/SIGINT through for a warm shutdown. The supervisor also fires the due
+schedules (jarvis_agents/scheduler.py), on a thread of its own.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.routing import QueueDirectory, WorkerPresence
 
 if TYPE_CHECKING:
-    from jarvis_agents.components import WorkerComponents
+    from jarvis_agents.components import SchedulerComponents, WorkerComponents
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,35 @@ def run_worker(
     from jarvis_agents.components import check_dependencies
 
     check_dependencies(settings)
+    firing = start_firing(settings, loglevel=loglevel)
+    try:
+        return _supervise(settings, concurrency=concurrency, loglevel=loglevel, models=models)
+    finally:
+        firing.close()
+
+
+def start_firing(settings: Settings, *, loglevel: str) -> SchedulerComponents:
+    """The schedules' firing loop, in this supervisor process (README, Schedules): it runs
+    while the worker runs, through restarts of the Celery process, and no agent thread
+    competes with it for the interpreter."""
+    from jarvis_agents.components import build_scheduler
+    from jarvis_agents.logs import configure_logging
+    from workers.celery_app import CeleryDispatcher, create_celery
+
+    configure_logging(json_lines=settings.log_json,
+                      level=getattr(logging, loglevel.upper(), logging.INFO))
+    app = create_celery(settings)
+    firing = build_scheduler(settings, lambda redis: CeleryDispatcher(
+        app, directory=QueueDirectory(redis, idle_s=settings.model_idle_s)))
+    firing.start()
+    return firing
+
+
+def _supervise(
+    settings: Settings, *, concurrency: int | None, loglevel: str,
+    models: tuple[str, ...] | None,
+) -> int:
+    """Start the Celery process and start it again whenever it exits on its own."""
     # -P: the child imports the package its parent runs, never a `workers/` folder that
     # happens to be in the current directory (a checkout beside an installed copy).
     args = [sys.executable, "-P", "-m", "workers.main", f"--loglevel={loglevel}"]
@@ -233,7 +263,7 @@ if __name__ == "__main__":
             print(code, file=sys.stderr)
     # Every part is closed by now (celery_main's `finally`) and the spans are sent.
     # What is left is the interpreter's teardown of the heap (Celery, kombu, SQLAlchemy,
-    # OpenTelemetry: ~0.7 s of every stop on our hardware), so the logs are flushed and
+    # OpenTelemetry: a wait felt on every stop), so the logs are flushed and
     # the process ends here.
     logging.shutdown()
     sys.stdout.flush()

@@ -6,7 +6,9 @@ let current = null; // { agentId, callId, input } of the call shown
 
 /** Show the call a WAITING agent waits on (agent JSON's `waiting_for`), or hide the panel. */
 export function renderApproval(agent) {
-  const waiting = agent && agent.status === "WAITING" ? agent.waiting_for : null;
+  // A caller waiting on the agents it called has no call to approve.
+  const waiting = agent && agent.status === "WAITING" && agent.waiting_for
+    && agent.waiting_for.call_id ? agent.waiting_for : null;
   const panel = $("approval");
   if (!waiting) {
     panel.hidden = true;
@@ -24,6 +26,7 @@ export function renderApproval(agent) {
 
 /** A `waiting` event of the agent stream, as `waiting_for` (it has no `since`). */
 export function waitingFor(data) {
+  if (data.agent_ids) return { kind: "agents", agent_ids: data.agent_ids };
   return { call_id: data.call_id, tool: data.tool, input: data.input };
 }
 

@@ -4,11 +4,13 @@
 // the selected agent's steps, and its replies as they are written, arrive on its own stream
 // (sse.js). Both are merged by `updated_at`: an answer read before an event never undoes it.
 
+import { initActions } from "./actions.js";
 import { initApproval, renderApproval, waitingFor } from "./approval.js";
 import { formBody, initAssistants, loadTools } from "./form.js";
 import { $, callApi, showError, text } from "./page.js";
+import { startSchedules } from "./schedules.js";
 import { SseConnection } from "./sse.js";
-import { addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
+import { addChildLink, addRerunButton, forgetThread, initFollowUp, renderThread } from "./thread.js";
 import {
   activity, addStep, doingAfter, renderAgentList, renderFailure, renderSummary, setConnection,
   setWaiting, showToken, stepItem,
@@ -65,11 +67,10 @@ async function signIn(key, { remember }) {
   $("api-key").value = "";
   showError("sign-in-error", null);
   $("sign-in-view").hidden = true;
-  $("app-view").hidden = false;
-  $("sign-out").hidden = false;
-  $("connection").hidden = false;
+  for (const id of ["app-view", "sign-out", "connection"]) $(id).hidden = false;
   startUserStream();
   loadTools(api);
+  startSchedules(api, select);
   const fromHash = /^#agent=([0-9a-f-]{36})$/i.exec(location.hash);
   if (fromHash) select(fromHash[1]);
 }
@@ -348,23 +349,8 @@ function renderAgentHead() {
 function onStep(data) {
   addStep(data);
   addRerunButton(data, { agentId: state.selected, api, onCreated: started });
+  addChildLink(data, { onSelect: select });
   if (String(data.type).toUpperCase() === "ERROR") renderFailure(state.agents.get(state.selected));
-}
-
-async function cancelSelected() {
-  const id = state.selected;
-  if (!id) return;
-  $("cancel").disabled = true;
-  try {
-    remember(await api("DELETE", `/api/v1/agents/${id}`));
-    showAgent();
-  } catch (error) {
-    if (error.status === 401) keyRefused();
-    else if (error.status === 409) refreshSelected();
-    else showError("agent-error", error.message);
-  } finally {
-    $("cancel").disabled = false;
-  }
 }
 
 // --- start ----------------------------------------------------------------------------
@@ -384,7 +370,11 @@ function init() {
   $("goal").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) startAgent(event);
   });
-  $("cancel").addEventListener("click", cancelSelected);
+  initActions({
+    api, selected: () => state.selected, onRefused: keyRefused, onConflict: refreshSelected,
+    onCancelled: (agent) => { remember(agent); showAgent(); },
+    onDeleted: (id) => { state.agents.delete(id); deselect(); renderAgents(); },
+  });
   initAssistants({ api, onRefused: keyRefused });
   initApproval({ api, onRefused: keyRefused, onAnswered: (agent) => showAgent(remember(agent)) });
   initFollowUp({ api, selected: () => state.agents.get(state.selected), onCreated: started });

@@ -1,8 +1,11 @@
-// Conversations and forks (CONTRACT §8): the selected agent's thread shown together,
+// Conversations and forks (docs/api.md §8): the selected agent's thread shown together,
 // "Ask a follow-up" on an ended agent, and "Re-run from here" on a step that ends an
 // iteration. DOM and API calls only; the caller owns the state.
 
+import { addChildLink, agentLink, forgetChildren, loadChildren } from "./delegation.js";
 import { $, el, showError, span } from "./page.js";
+
+export { addChildLink };
 
 const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
 let loaded = null; // "id:status" of the agent whose thread is on screen
@@ -15,15 +18,13 @@ export function renderThread(agent, { api, onSelect }) {
   $("follow-up").hidden = !ended;
   const origin = $("agent-origin");
   const fork = agent && agent.forked_from;
-  origin.hidden = !fork;
+  const caller = agent && agent.caller_id;
+  origin.hidden = !fork && !caller;
   origin.replaceChildren();
-  if (fork) {
-    const link = el("a", "", fork.agent_id.slice(0, 8));
-    link.href = `#agent=${fork.agent_id}`;
-    link.addEventListener("click", (event) => { event.preventDefault(); onSelect(fork.agent_id); });
-    origin.append(`Re-run of `, link, ` from step #${fork.seq}`);
-  }
+  if (fork) origin.append(`Re-run of `, agentLink(fork.agent_id, onSelect), ` from step #${fork.seq}`);
+  else if (caller) origin.append("Called by ", agentLink(caller, onSelect), ` (depth ${agent.depth})`);
   if (!agent) return;
+  loadChildren(agent, { api, onSelect });
   const key = `${agent.id}:${agent.status}`;
   if (loaded === key) return;
   loaded = key;
@@ -32,6 +33,7 @@ export function renderThread(agent, { api, onSelect }) {
 
 export function forgetThread() {
   loaded = null;
+  forgetChildren();
   $("thread").hidden = true;
   $("thread-agents").replaceChildren();
   showError("follow-up-error", null);

@@ -1,5 +1,6 @@
 // How agents and steps look: DOM only, no state of their own.
 
+import { renderActions } from "./actions.js";
 import { $, el, formatTime, plural, showError, span, text } from "./page.js";
 
 /** The agent list: those WAITING for an approval first, then newest first, reusing the
@@ -51,14 +52,14 @@ function fillAgentRow(row, agent, selected) {
     `${plural(agent.step_count || 0, "step")} · ${formatTime(agent.created_at)}`;
 }
 
-/** The selected agent's head: its status, goal, figures and answer; Cancel while it may. */
+/** The selected agent's head: its status, goal, figures and answer; Cancel or Delete. */
 export function renderSummary(id, agent) {
   const status = agent ? agent.status : "";
   const badge = $("agent-status");
   badge.textContent = status || "…";
   badge.dataset.status = status;
   $("agent-goal").textContent = agent ? agent.goal : id;
-  $("cancel").hidden = !agent || TERMINAL.has(status);
+  renderActions(agent);
   const meta = [`id ${id}`];
   if (agent) {
     meta.push(agent.model, plural(agent.step_count || 0, "step"));
@@ -131,7 +132,10 @@ export function doingAfter(name, data) {
  * latest event said it does (`doing`). */
 export function activity(agent, doing) {
   if (!agent || TERMINAL.has(agent.status)) return null;
-  if (agent.status === "WAITING") return "Waiting for your approval…";
+  if (agent.status === "WAITING") {
+    const onAgents = agent.waiting_for && agent.waiting_for.kind === "agents";
+    return onAgents ? "Waiting on the agents it called…" : "Waiting for your approval…";
+  }
   if (agent.status === "PENDING") return "Waiting for a worker…";
   return doing ?? "Thinking…";
 }

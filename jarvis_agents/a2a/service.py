@@ -37,6 +37,7 @@ from jarvis_agents.errors import Conflict, NotFound, RateLimited, RequestError
 from jarvis_agents.events import IDLE, Ended, Follower, Subscriber, Waiting
 from jarvis_agents.lifecycle import Agent, AgentStatus
 from jarvis_agents.service import AgentService, CreateRequest
+from jarvis_agents.store.a2a_push import PushConfigs
 from jarvis_agents.store.a2a_tasks import TaskListing
 
 ANSWERS = {"approve": True, "deny": False}
@@ -52,6 +53,16 @@ class A2ATasks:
         self.agents = agents
         self.listing = listing
         self.push = push
+
+    @classmethod
+    def of(cls, agents: AgentService) -> A2ATasks:
+        """The A2A use cases over `agents`, listing tasks and keeping push configs in its
+        database: the door asks for them here instead of reaching into the store."""
+        engine = agents.repository.engine
+        check_url = agents.webhook_check if callable(agents.webhook_check) else None
+        push = PushNotifications(PushConfigs(engine), secret=agents.settings.webhook_secret,
+                                 check_url=check_url)
+        return cls(agents, TaskListing(engine), push)
 
     # --- SendMessage --------------------------------------------------------------------
 
@@ -209,7 +220,8 @@ def settle(follower: Follower, *, still_wanted: Callable[[], bool]) -> bool:
     up (`still_wanted` said no on an idle tick, or the process is stopping)."""
     with follower:
         for told in follower:
-            if isinstance(told, Ended | Waiting):
+            # A wait on the agents it called is not input required: the wait goes on.
+            if isinstance(told, Ended) or (isinstance(told, Waiting) and not told.data.get("agent_ids")):
                 return True
             if told is IDLE and not still_wanted():
                 return False

@@ -97,7 +97,11 @@ def step_message(agent: Agent, step: Step | dict[str, Any]) -> Message:
 def status_of(agent: Agent) -> TaskStatus:
     """The task's status: its state, when it changed, and, for INPUT_REQUIRED and FAILED,
     a message saying what is asked or what went wrong."""
-    status = TaskStatus(state=STATES[agent.status], timestamp=timestamp(agent.updated_at))
+    state = STATES[agent.status]
+    if agent.waits_on_agents:
+        # On the agents it called (README, Agents that call agents): nothing to ask anyone.
+        return TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=timestamp(agent.updated_at))
+    status = TaskStatus(state=state, timestamp=timestamp(agent.updated_at))
     message = _status_message(agent)
     if message is not None:
         status.message.CopyFrom(message)

@@ -6,7 +6,8 @@ this package imports it (`tests/unit/test_layers.py` checks).
 - `commands`: the command group, its one-line errors, the operator commands (`up`,
   `db upgrade`, `api`, `worker`, `ping-worker`);
 - `agents`: the client commands (`run`, `watch`, `list`, `show`, `steps`, `cancel`, `tools`);
-- `users`: `users create | list | revoke | rotate`, on the database directly;
+- `deleting`: `delete` (an ended agent, or a thread);
+- `users`: `users create | list | revoke | rotate | delete`, on the database directly;
 - `client`: the API over HTTP (`JarvisClient`);
 - `terminal`: how agents, steps and events look on a terminal;
 - `local_stack`: `jarvis-agents up`, the whole system on one machine;

@@ -232,7 +232,8 @@ def follow(client: JarvisClient, agent_id: str, events: Iterator[ServerSentEvent
                     if event.event == "done":
                         done = data
                         break
-                    if event.event == "waiting" and on_waiting is not None:
+                    # A wait on the agents it called (no call to approve) is only shown.
+                    if event.event == "waiting" and on_waiting is not None and not data.get("agent_ids"):
                         if renderer is not None:
                             renderer.stop()  # no spinner over the question
                         on_waiting(data)
@@ -301,12 +302,14 @@ def show(agent_id: str, as_json: bool) -> None:
     """Show one agent: status, answer or error, timings."""
     from jarvis_agents.cli.terminal import agent_details, make_console, print_json
 
-    agent = open_client().get(agent_id)
+    client = open_client()
+    agent = client.get(agent_id)
     console = make_console()
     if as_json:
         print_json(console, agent)
     else:
-        agent_details(console, agent)
+        # The agents it called (README, Agents that call agents).
+        agent_details(console, agent, children=client.list(caller_id=agent["id"], limit=100)["agents"])
 
 
 @click.command()

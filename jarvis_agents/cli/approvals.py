@@ -43,7 +43,7 @@ def approve(agent_id: str, deny: bool, tool_input: str | None, reason: str | Non
     client = open_client()
     agent = client.get(agent_id)
     waiting = agent.get("waiting_for")
-    if agent.get("status") != "WAITING" or not waiting:
+    if agent.get("status") != "WAITING" or not waiting or waiting.get("kind") == "agents":
         raise NotWaiting(f"agent {agent['id']} is {agent.get('status')}, not waiting for an approval")
     answered = client.approve(agent_id, waiting["call_id"], approve=not deny,
                               tool_input=tool_input, reason=reason)

@@ -1,4 +1,4 @@
-"""A small HTTP client for the jarvis-agents API (CONTRACT §2 and §4), used by the CLI.
+"""A small HTTP client for the jarvis-agents API (docs/api.md §2 and §4), used by the CLI.
 
     from jarvis_agents.cli.client import JarvisClient
 
@@ -23,10 +23,12 @@ from typing import Any, Self, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+from httpx_sse import ServerSentEvent
 
+from jarvis_agents.cli.client_errors import ApiError, ApiUnreachable, api_error, transport_error
+from jarvis_agents.cli.event_stream import EventStream
 from jarvis_agents.config import default_data_dir
-from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError, RequestError
+from jarvis_agents.errors import ConfigError, RequestError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 API = "/api/v1"
@@ -39,72 +41,10 @@ TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 STREAM_READ_TIMEOUT_S = 45.0
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
-UNREACHABLE_HINT = "is `jarvis-agents up` running?"
-BAD_KEY = "the API key was refused (set JARVIS_API_KEY or run `jarvis-agents up`)"
-
-
-class ApiError(JarvisError):
-    """Raised when the API answers a request with an error status (4xx or 5xx)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-class ApiUnreachable(DependencyUnavailable):
-    """Raised when the API cannot be reached, or the connection to it is lost."""
-
-
-class EventStream:
-    """The events of one open SSE response, parsed by httpx-sse; iterate it, then close it
-    (or use `with`). An event's `id` is the stream's last event id (WHATWG), so `done`
-    carries the seq to resume from."""
-
-    def __init__(self, response: httpx.Response, base_url: str) -> None:
-        self.response = response
-        self._base_url = base_url
-        self._events = EventSource(response).iter_sse()
-
-    def __iter__(self) -> Self:
-        return self
-
-    def __next__(self) -> ServerSentEvent:
-        try:
-            while True:
-                event = next(self._events)
-                # httpx-sse ≤ 0.4.3 makes an empty event of each keepalive after an event
-                # with an id (florimondmanca/httpx-sse#35); the WHATWG rules dispatch no
-                # event without data, and every event of the API has some.
-                if event.data:
-                    return event
-        except StopIteration:
-            self.close()
-            raise
-        except SSEError:  # a TransportError too: the answer was not an event stream
-            self.close()
-            raise ApiError(
-                502, "bad_response", f"the API at {self._base_url} did not answer with an event stream"
-            ) from None
-        except httpx.TransportError as exc:
-            self.close()
-            raise _transport_error(exc, self._base_url) from None
-
-    def close(self) -> None:
-        self.response.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class CreateOptions(TypedDict, total=False):
-    """What a create may say besides its goal (CONTRACT §2); None means not said."""
+    """What a create may say besides its goal (docs/api.md §2); None means not said."""
 
     max_steps: int | None
     model: str | None
@@ -177,10 +117,10 @@ class JarvisClient:
 
     def list(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-        thread_id: str | None = None,
+        thread_id: str | None = None, caller_id: str | None = None,
     ) -> dict[str, Any]:
-        """`{"agents": [...], "next_cursor": …}`, newest first (of one thread, with `thread_id`)."""
-        said = (("status", status), ("limit", limit), ("cursor", cursor),
+        """`{"agents": [...], "next_cursor": …}`, newest first (of a thread, or a caller's)."""
+        said = (("status", status), ("limit", limit), ("cursor", cursor), ("caller_id", caller_id),
                 ("thread_id", _agent_id(thread_id, what="a thread") if thread_id is not None else None))
         params = {k: v for k, v in said if v is not None}
         return self._json("GET", f"{API}/agents", params=params)
@@ -301,9 +241,9 @@ class JarvisClient:
                 **kwargs,
             )
         except httpx.TransportError as exc:
-            raise _transport_error(exc, self.base_url) from None
+            raise transport_error(exc, self.base_url) from None
         if response.status_code >= 400:
-            raise _api_error(response, agent_id)
+            raise api_error(response, agent_id)
         if response.status_code == 204:  # done, nothing to say (a DELETE)
             return None
         try:
@@ -320,15 +260,15 @@ class JarvisClient:
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError as exc:
-            raise _transport_error(exc, self.base_url) from None
+            raise transport_error(exc, self.base_url) from None
         if response.status_code >= 400:
             try:
                 response.read()
             except httpx.TransportError as exc:
-                raise _transport_error(exc, self.base_url) from None
+                raise transport_error(exc, self.base_url) from None
             finally:
                 response.close()
-            raise _api_error(response, agent_id)
+            raise api_error(response, agent_id)
         return EventStream(response, self.base_url)
 
 
@@ -364,38 +304,3 @@ def _saved(env: Mapping[str, str], name: str) -> str | None:
         return (default_data_dir(env) / name).read_text().strip() or None
     except OSError:
         return None
-
-
-def _api_error(response: httpx.Response, agent_id: str | None) -> ApiError:
-    status = response.status_code
-    code, message = "http_error", ""
-    try:
-        error = response.json()["error"]
-        code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        pass
-    if status == 401:
-        return ApiError(status, code if code != "http_error" else "unauthorized", BAD_KEY)
-    if status == 404 and agent_id is not None:
-        return ApiError(status, code if code != "http_error" else "not_found", f"no agent with id {agent_id}")
-    if not message:
-        message = f"the API answered {status} {response.reason_phrase}".rstrip()
-    if status == 429 and response.headers.get("Retry-After"):
-        message = f"{message} (retry after {response.headers['Retry-After']} s)"
-    return ApiError(status, code, message)
-
-
-def _transport_error(exc: httpx.TransportError, base_url: str) -> ApiUnreachable:
-    if isinstance(exc, httpx.TimeoutException):
-        return ApiUnreachable(f"the jarvis-agents API at {base_url} did not answer in time ({_reason(exc)})")
-    if isinstance(exc, httpx.ConnectError):
-        return ApiUnreachable(
-            f"cannot reach the jarvis-agents API at {base_url}: {_reason(exc)} ({UNREACHABLE_HINT})"
-        )
-    return ApiUnreachable(f"lost the connection to the jarvis-agents API at {base_url}: {_reason(exc)}")
-
-
-def _reason(exc: Exception) -> str:
-    """`[Errno 111] Connection refused` → `connection refused`."""
-    text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc).strip()) or type(exc).__name__
-    return text[:1].lower() + text[1:]

@@ -13,7 +13,9 @@ import click
 
 from jarvis_agents.cli.agents import CLIENT_COMMANDS
 from jarvis_agents.cli.assistants import assistants
+from jarvis_agents.cli.deleting import delete
 from jarvis_agents.cli.demo import demo_model
+from jarvis_agents.cli.schedules import schedules
 from jarvis_agents.cli.users import users
 from jarvis_agents.config import DEFAULT_WORKER_CONCURRENCY, Settings
 from jarvis_agents.errors import JarvisError
@@ -149,7 +151,9 @@ def ping_worker(timeout_s: float) -> None:
 
 
 main.add_command(users)
+main.add_command(delete)
 main.add_command(assistants)
+main.add_command(schedules)
 main.add_command(demo_model)
 for command in CLIENT_COMMANDS:
     main.add_command(command)

@@ -83,7 +83,7 @@ def activity(kind: str, data: dict[str, Any]) -> str | None:
     if kind in ("THINK", "ACT", "OBSERVE", "ERROR"):
         return "thinking…"
     if kind == "WAITING":
-        return "waiting for approval…"
+        return "waiting on the agents it called…" if data.get("agent_ids") else "waiting for approval…"
     return None  # FINAL, CANCELLED, done
 
 
@@ -125,6 +125,9 @@ class LiveRenderer:
                 self.shown_errors.add(content.strip())
             if kind == "FINAL":
                 self.final_answer = content
+        elif kind == "WAITING" and data.get("agent_ids"):
+            self.console.print(Text(_label("WAITING") + "on the agents it called: "
+                                    + ", ".join(data["agent_ids"]), style="magenta"))
         elif kind == "WAITING":
             call = f"{data.get('tool')}({json.dumps(data.get('input'), ensure_ascii=False)})"
             self.console.print(Text(_label("WAITING") + f"{call} needs an approval",
@@ -231,8 +234,17 @@ def assistants_table(console: Console, assistants: Sequence[dict[str, Any]]) -> 
     _table(console, ("NAME", "VERSION", "MODEL", "MODE", "TOOLS", "DESCRIPTION"), rows)
 
 
-def agent_details(console: Console, agent: dict[str, Any]) -> None:
-    """`show ID`: one `field: value` line each, the answer or the error last."""
+def schedules_table(console: Console, schedules: Sequence[dict[str, Any]]) -> None:
+    """`schedules list`: `next_run_at` as the caller wants it shown."""
+    rows = [(s["id"], s["cron"], s["timezone"], s["next_run_at"], s.get("last_agent_id") or "",
+             str(s["skipped"]), _one_line(s["goal"])) for s in schedules]
+    _table(console, ("ID", "CRON", "TIMEZONE", "NEXT RUN", "LAST AGENT", "SKIPPED", "GOAL"), rows)
+
+
+def agent_details(console: Console, agent: dict[str, Any], *,
+                  children: Sequence[dict[str, Any]] = ()) -> None:
+    """`show ID`: one `field: value` line each, the answer or the error last; its caller
+    and the `children` it called (README, Agents that call agents)."""
     fields = [
         ("id", agent["id"]),
         ("status", agent["status"]),
@@ -250,6 +262,9 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("forked_from", f"{agent['forked_from']['agent_id']} after step {agent['forked_from']['seq']}"
          if agent.get("forked_from") else None),
         ("context", _context(agent.get("context"))),
+        ("caller", agent.get("caller_id")),
+        ("children", "\n".join(f"{c['id']} {c['status']} {c['goal'][:60]!r}" for c in children)),
+        ("usage_total", _usage(agent.get("usage_total")) if children else None),
         ("created_at", local_time(agent.get("created_at"))),
         ("started_at", local_time(agent.get("started_at"))),
         ("completed_at", local_time(agent.get("completed_at"))),
@@ -257,7 +272,11 @@ def agent_details(console: Console, agent: dict[str, Any]) -> None:
         ("final_answer", agent.get("final_answer")),
         ("error", agent.get("error")),
     ]
-    if waiting := agent.get("waiting_for"):
+    waiting = agent.get("waiting_for")
+    if waiting and waiting.get("kind") == "agents":
+        since = local_time(waiting.get("since"))
+        fields.insert(2, ("waiting_for", f"{len(waiting['agent_ids'])} agent(s) it called, since {since}"))
+    elif waiting:
         call = f"{waiting.get('tool')}({json.dumps(waiting.get('input'), ensure_ascii=False)})"
         hint = f"jarvis-agents approve {agent['id']} [--deny]"
         fields.insert(2, ("waiting_for", f"{call} since {local_time(waiting.get('since'))}: {hint}"))

@@ -96,3 +96,27 @@ def users_rotate(name: str) -> None:
         user, api_key = found.rotate(name)
     click.echo(f"new API key of user {user.name}, shown only once; the old one no longer works:")
     click.echo(api_key)
+
+
+@users.command("delete")
+@name_argument
+def users_delete(name: str) -> None:
+    """Delete NAME with everything they own: their ended agents (with steps, webhooks and
+    events), assistants and schedules. Refused while they have an agent pending, running
+    or waiting: cancel those first."""
+    from jarvis_agents.deleting import Deleting
+    from jarvis_agents.errors import Conflict, NotFound
+    from jarvis_agents.store import open_repository
+
+    repository = open_repository(Settings.from_env())
+    try:
+        user = repository.users.by_name(name)
+        if user is None:
+            raise NotFound(f"there is no user named {name!r}")
+        deleted = Deleting(repository).delete_agents_of_user(user.id)
+        if not repository.deletions.delete_user(user.id):
+            raise Conflict(f"user {name!r} started an agent meanwhile; cancel it and run "
+                           "`users delete` again", code="user_has_active_agents")
+    finally:
+        repository.engine.dispose()
+    click.echo(f"deleted user {name} with {deleted.agents} agents and {deleted.steps} steps")

@@ -5,7 +5,9 @@ It does arithmetic with `calculate` ("What is 1234 * 902?") and tells the time w
 tools said. It reads the request as a model would: the goal, the results its calls have had
 so far, and which tools it may call. In native mode (the request lists `tools`) it makes
 tool calls; in text mode it writes the ReACT protocol (THOUGHT / ACTION / INPUT, then
-FINAL_ANSWER). Any other goal gets an answer that says what it can do.
+FINAL_ANSWER). Any other goal gets an answer that says what it can do. Offered a
+delegate (`ask_<name>`, README: Agents that call agents), it hands each part of the goal
+to it instead (in native mode all at once), then answers with what came back.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ NOW = re.compile(r"\s+(?:right\s+)?(?:now|today)$", re.IGNORECASE)  # "in Tokyo 
 OBSERVATION = "OBSERVATION:"
 # The parameter of each tool it calls (also read from the request's tools when it has them).
 PARAMETERS = {"calculate": "expression", "getTime": "place"}
+# How it asks a delegate for each kind of part.
+QUESTIONS = {"calculate": "What is {}?", "getTime": "What time is it in {}?"}
 CAN_DO = ("I am the jarvis-agents demo model: I can do arithmetic (\"What is 1234 * 902?\") "
           "and tell the time in a city (\"What time is it in Tokyo?\"). For anything else, "
           "connect a real model (see the README, Models).")
@@ -46,6 +50,8 @@ def answer(request: dict[str, Any]) -> Turn:
     calls = plan(goal)
     if not calls:
         return _final(CAN_DO, "This is not a goal I can work on.", native=native)
+    if (delegate := _delegate(request)) is not None:
+        return _delegated(calls, results, delegate, request, native=native)
     missing = [call.tool for call in calls if not _offered(call.tool, request)]
     if missing:
         return _final(f"I would need the {missing[0]} tool, which this agent may not use.",
@@ -105,6 +111,31 @@ def _call(call: Call, request: dict[str, Any], *, native: bool) -> Turn:
         return Turn(text=call.thought,
                     tool_calls=(ToolCall(call.tool, {_parameter(call.tool, request): call.text}),))
     return Turn(text=f"THOUGHT: {call.thought}\nACTION: {call.tool}\nINPUT: {call.text}")
+
+
+def _delegate(request: dict[str, Any]) -> str | None:
+    """The first `ask_<name>` tool the request offers, if any."""
+    if request.get("tools"):
+        names = [str(spec.get("function", {}).get("name")) for spec in request["tools"]]
+    else:
+        prompt = str((request.get("messages") or [{}])[0].get("content") or "")
+        names = re.findall(r"^- (ask_[A-Za-z0-9_-]+):", prompt, re.MULTILINE)
+    return next((name for name in names if name.startswith("ask_")), None)
+
+
+def _delegated(calls: list[Call], results: list[str], delegate: str, request: dict[str, Any], *,
+               native: bool) -> Turn:
+    """Each part of the goal asked of `delegate`, then the answer from what it said."""
+    if len(results) >= len(calls):
+        return _final(" ".join(r.rstrip(".") + "." for r in results), "Each part is answered.",
+                      native=native)
+    questions = [QUESTIONS[call.tool].format(call.text) for call in calls]
+    if native and not results:  # every part at once: the delegates work side by side
+        return Turn(text=f"I will ask {delegate} each part.", tool_calls=tuple(
+            ToolCall(delegate, {"goal": question}) for question in questions))
+    question = questions[len(results)]
+    return _call(Call(delegate, question, f"I will ask {delegate}: {question}"), request,
+                 native=native)
 
 
 def _parameter(tool: str, request: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ class Subscriber(Protocol):
         """A channel's messages from now on: subscribe before reading the record."""
 
     def listen_tokens(self, agent_id: uuid.UUID) -> Listen:
-        """Have the agent's tokens published (CONTRACT §6) until the result is closed."""
+        """Have the agent's tokens published (docs/api.md §6) until the result is closed."""
 
 
 class EventBus(Subscriber, Protocol):

@@ -65,7 +65,7 @@ class LentWriter(Protocol):
 
 @dataclass(frozen=True)
 class StepEvent:
-    """A step to tell: its seq, event name (`think` …) and data (CONTRACT §4)."""
+    """A step to tell: its seq, event name (`think` …) and data (docs/api.md §4)."""
 
     seq: int
     name: str
@@ -88,7 +88,7 @@ class StepEvent:
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """Live text of a reply being written (CONTRACT §6): data `{"agent_id", "step", "delta"}`."""
+    """Live text of a reply being written (docs/api.md §6): data `{"agent_id", "step", "delta"}`."""
 
     data: dict[str, Any]
     message: Message  # the published message (its SSE frame is encoded once)
@@ -107,7 +107,7 @@ class Ended:
         return self.status is AgentStatus.CANCELLED
 
     def summary(self) -> dict[str, Any]:
-        """The data of `cancelled` and `done` (CONTRACT §4)."""
+        """The data of `cancelled` and `done` (docs/api.md §4)."""
         return {
             "agent_id": str(self.agent_id),
             "status": self.status.value,
@@ -268,7 +268,7 @@ class Follower:
         yield Ended(self.agent_id, agent.status, agent.stop_reason)
 
     def _waiting(self, agent: Agent | None) -> list[Waiting]:
-        """`waiting` (CONTRACT §4), if the agent waits for an approval."""
+        """`waiting` (docs/api.md §4), if the agent waits for an approval."""
         if agent is not None and agent.status is AgentStatus.WAITING and agent.waiting_for:
             return [Waiting(waiting_event(agent))]
         return []

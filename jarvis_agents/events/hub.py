@@ -8,8 +8,8 @@ touches the connection: a stream records what it watches and wakes the reader (a
 pipe it waits on beside the socket), which brings the connection's subscriptions in
 line with it. An API process with no stream open on an agent does not hear that
 agent's events: subscribing to every channel by pattern made each API process read
-and discard every event of every agent (~1 ms of CPU per agent in the benchmark, and
-once more per process added). Its reader runs in a background thread (a greenlet under gevent) and reconnects by
+and discard every event of every agent (CPU per agent, paid again for every API process
+added). Its reader runs in a background thread (a greenlet under gevent) and reconnects by
 itself; because messages sent while it was away are lost, every (re)connection and
 every overflowing queue tells the subscribers to `RESYNC` — catch up from the
 database, which is the record.

@@ -2,7 +2,7 @@
 
 One channel per agent (its steps and status changes), one per user (the status
 changes of all its agents), one control channel (cancels, heard by every worker).
-`step_event` is the one builder of a step's event JSON (CONTRACT §4): the SSE data
+`step_event` is the one builder of a step's event JSON (docs/api.md §4): the SSE data
 of a live step is what the worker published, that of a replayed one is built here
 from the stored step, the same way.
 """
@@ -31,7 +31,7 @@ class Message:
 
 
 def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
-    """The SSE data of a step event (CONTRACT §4): the step JSON of §2 with its agent's
+    """The SSE data of a step event (docs/api.md §4): the step JSON of §2 with its agent's
     id first and the type in lower case."""
     body = step.to_json()
     body["type"] = step.type.value.lower()
@@ -39,10 +39,13 @@ def step_event(agent_id: uuid.UUID, step: Step) -> dict[str, Any]:
 
 
 def waiting_event(agent: Agent) -> dict[str, Any]:
-    """The SSE data of a `waiting` event (CONTRACT §4): the call the agent waits on."""
+    """The SSE data of a `waiting` event (docs/api.md §4): the call the agent waits on."""
     waiting = agent.waiting_for or {}
-    return {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
+    data = {"agent_id": str(agent.id), "call_id": waiting.get("call_id"),
             "tool": waiting.get("tool"), "input": waiting.get("input")}
+    if waiting.get("kind") == "agents":  # on its children (README, Agents that call agents)
+        data["agent_ids"] = waiting.get("agent_ids")
+    return data
 
 
 def status_event(agent: Agent) -> dict[str, Any]:

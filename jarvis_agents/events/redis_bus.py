@@ -211,7 +211,7 @@ class _Sender:
     The PUBLISHes go out on one connection of the client's pool that this sender
     keeps, and their replies (subscriber counts) are read just before the next batch
     is written, not waited for: an agent's thread goes back to its agent as soon as
-    its events are on the wire (a round trip, ~0.2-0.4 ms, saved per step). A
+    its events are on the wire (a Redis round trip saved per step). A
     publish is best effort either way; a Redis that failed shows up as an error
     reading those replies or writing the next batch, which is logged, and the next
     batch goes out on a new connection.

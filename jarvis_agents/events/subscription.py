@@ -45,7 +45,7 @@ class Subscription:
     A deque and an Event rather than a `queue.Queue`: one consumer and a few
     producers (the hub's reader, its status check, `close`) need no lock around
     the deque, and the Event is lighter than the Queue's mutex and three
-    Conditions (1.5 KiB less per open stream in the fan-out benchmark).
+    Conditions (memory that counts per open stream when a process holds thousands).
     """
 
     def __init__(self, channel: str, *, source: Source) -> None:

@@ -1,4 +1,4 @@
-"""Live tokens (CONTRACT §6): a reply's text as the model writes it, to whoever listens.
+"""Live tokens (docs/api.md §6): a reply's text as the model writes it, to whoever listens.
 
 Nothing about tokens is persisted. The worker hands each piece of a reply's text to
 a `ReplyTokens` (the model's `on_delta`); the pieces are batched — sent every
@@ -51,7 +51,7 @@ Listening = Callable[[Sequence[uuid.UUID]], set[uuid.UUID]]
 
 
 def token_event(agent_id: uuid.UUID, step: int, delta: str) -> dict[str, Any]:
-    """The data of a `token` event (CONTRACT §6)."""
+    """The data of a `token` event (docs/api.md §6)."""
     return {"agent_id": str(agent_id), "step": step, "delta": delta}
 
 
@@ -147,7 +147,7 @@ class TokenBatcher:
         # deadline, which comes no later than any newer reply's: then it need not be woken.
         # It sleeps so only once no text came for LINGER_S: until then it looks every
         # interval, so that a reply's first text, nearly always, wakes nobody (a thread
-        # woken on every reply's first text cost that reply 40 µs of the GIL, in turn).
+        # woken on every reply's first text took the GIL from the reply's own thread).
         self._idle = True
         self._last_due = -math.inf  # time.monotonic() of the last text that came
 

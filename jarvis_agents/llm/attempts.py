@@ -48,8 +48,9 @@ def attempt(
     early, raising, on a cancellation or at the deadline.
     """
     # The first try outside the policy: nearly every call succeeds at once, and building
-    # and stepping through a tenacity policy cost ~60 us of CPU per model call. A first
-    # failure is handed to the policy as its first attempt (same backoffs, same logs).
+    # and stepping through a tenacity policy is a measurable part of a model call's CPU
+    # (BENCHMARKS.md). A first failure is handed to the policy as its first attempt (same
+    # backoffs, same logs).
     attempts = 1
     try:
         return call()
@@ -81,7 +82,7 @@ class AttemptDeltas:
     """One call's `on_delta` across its attempts: a listener reads the reply once.
 
     A retried attempt (a stream cut mid-reply) streams the reply again from its start.
-    A `token` event cannot tell a client to start again (CONTRACT §6: its data is
+    A `token` event cannot tell a client to start again (docs/api.md §6: its data is
     `agent_id`, `step` and `delta`, and a step's deltas, joined, are the reply's
     text), so a retry's text is compared with what the earlier attempts handed on,
     and only what goes beyond it is handed on. A retry whose text departs from it (a

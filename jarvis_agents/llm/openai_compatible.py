@@ -139,7 +139,7 @@ class OpenAIChatModel(Closing):
     def capabilities(
         self, model: str, *, deadline: float, should_stop: Callable[[], bool]
     ) -> Capabilities:
-        """Tool calling is assumed (CONTRACT §6): the protocol has no way to ask."""
+        """Tool calling is assumed (docs/api.md §6): the protocol has no way to ask."""
         return Capabilities(tools=True)
 
     # --- errors ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Asked of the default model by `/readyz` and by `jarvis-agents up`, and of each create's
 model by the API (`KnownModels`). The provider is the one the model's name says
-(CONTRACT §6): an `openai/…` model, or any model when `JARVIS_PROVIDER` is `openai`, is
+(docs/api.md §6): an `openai/…` model, or any model when `JARVIS_PROVIDER` is `openai`, is
 checked on the OpenAI-compatible server, never on Ollama. Either way the server is
 asked the one way, for the list of what it serves (`ping`: Ollama's `/api/tags`, the
 OpenAI `/models`).

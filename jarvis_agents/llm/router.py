@@ -1,4 +1,4 @@
-"""One ChatModel for every provider: a model's name says which serves it (CONTRACT §6).
+"""One ChatModel for every provider: a model's name says which serves it (docs/api.md §6).
 
 `NAME` is the `JARVIS_PROVIDER`'s, `ollama/NAME` Ollama's at `OLLAMA_HOST`,
 `openai/NAME` the OpenAI-compatible server's at `OPENAI_BASE_URL`. Any other first

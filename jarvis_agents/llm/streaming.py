@@ -211,7 +211,7 @@ class StreamingClient:
         return sock
 
     def _tls_context(self) -> ssl.SSLContext:
-        # One for every connection: building one loads the CA bundle (~20 ms).
+        # One for every connection: building one loads and parses the whole CA bundle.
         if self._tls_context_made is None:
             self._tls_context_made = ssl.create_default_context()
         return self._tls_context_made

@@ -5,21 +5,10 @@ Why our own rather than a library's: this is the part of an HTTP client a model 
 spends its CPU in. A model streams its reply a token per chunk: httpx (h11) handles
 each chunk as an event of its own and http.client reads each in three steps, while
 here the whole chunks one read brought are cut out in one pass and handed on together;
-the head and body also go out in one write (the others write twice). Measured with
-`python -m bench.model_client` (a 13-line reply from the bench model server, medians
-of 5 rounds taking turns, 2 shared cores):
-
-    client CPU per call       one at a time   200 at once   model server CPU per call
-    httpx 0.28 (Client.stream)     969 µs       3,001 µs       174 µs
-    http.client (TCP_CORK'd)       374 µs         922 µs       112 µs
-    this                           199 µs         423 µs        78 µs
-
-A worker makes four calls per agent, 200 at once, on 2 cores that spend ~15 ms per
-agent in all: httpx would add ~10 ms to that and http.client ~2 ms, about 40 % and
-12 % fewer agents/s, past the 10 % issue 19 allows. End to end (`python -m bench --scenario overhead --runs 1`,
-one run each while other work loaded the machine), the workers' CPU per agent was
-12.1 ms with httpx, 9.0 with http.client, 7.0 with this and 5.8 with the client it
-replaced (one worker process).
+the head and body also go out in one write (the others write twice). A worker makes
+several model calls per agent, hundreds at once, so what a client spends per call shows
+in its agents/s: `python -m bench.model_client` compares the three, and BENCHMARKS.md
+(notes, "Figures moved out of the code's comments") has what it found.
 
 What it leaves out, as a model server's reply needs none of it: redirects, cookies,
 content codings (it asks for identity and refuses others), trailers (read and

@@ -1,4 +1,4 @@
-"""Native tool calling as a strategy (CONTRACT §5, last paragraph; §6).
+"""Native tool calling as a strategy (docs/api.md §5, last paragraph; §6).
 
 The tools go to the model as functions with their JSON Schema; its tool calls come
 back as ACT rows whose content is the arguments as the model wrote them and whose

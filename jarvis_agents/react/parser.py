@@ -1,6 +1,6 @@
 """Turn a model's reply into the one thing it decided: an Action or a FinalAnswer.
 
-The contract (CONTRACT §5) asks for
+The contract (docs/api.md §5) asks for
 
     THOUGHT: …
     ACTION: <tool name>

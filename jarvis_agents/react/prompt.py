@@ -60,7 +60,7 @@ def input_format(schema: dict[str, Any]) -> str:
     """How the prompt shows a tool's input, compactly.
 
     A tool of one string parameter is shown as that parameter's description, as plain
-    text is all its INPUT needs (CONTRACT §7); any other as the JSON object it takes,
+    text is all its INPUT needs (docs/api.md §7); any other as the JSON object it takes,
     with its fields' descriptions, if any, on the line after.
     """
     properties = schema.get("properties") or {}

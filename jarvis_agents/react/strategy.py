@@ -1,4 +1,4 @@
-"""The text contract as a strategy (CONTRACT §5): THOUGHT/ACTION/INPUT in the reply's
+"""The text contract as a strategy (docs/api.md §5): THOUGHT/ACTION/INPUT in the reply's
 text, the conversation rebuilt by `react.prompt`, the reply read by `react.parser`.
 
 The model gives a call no id in this mode: the ACT gets one made here, and its

@@ -3,8 +3,8 @@
 The statements run on every step or request (read an agent, its steps, the claim) are
 SQLAlchemy Core constructs like every other, so SQLite and PostgreSQL share one text
 of each. What SQLAlchemy's execution path does per call besides (cache lookup,
-execution context, result processing) cost about 0.1 ms of CPU per statement more
-than a DBAPI cursor, ~15 % of agents/s on a 2-core machine; so a `Prebuilt`
+execution context, result processing) costs CPU per statement beyond a DBAPI cursor's,
+enough to lower a worker's agents/s visibly (BENCHMARKS.md); so a `Prebuilt`
 statement is compiled once per dialect, through public APIs only (the compiled
 string, its bind parameters and their types' processors), and runs on the DBAPI
 cursor of a pooled connection (store/connections.py).

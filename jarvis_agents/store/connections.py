@@ -203,9 +203,8 @@ class HeldConnection:
     The step writes of a worker process go out one statement at a time (group commit,
     store/group_commit.py), so one connection serves them all. Kept open between
     writes, it saves what a pooled connection costs per write: the checkout and the
-    check-in, with autocommit switched on and off around them, ~0.25 ms of a ~1.5 ms
-    write one agent at a time (the statement itself ~1.25 ms), measured in turn on one
-    machine. It comes from a pool of one beside the caller's (opened at the first
+    check-in, with autocommit switched on and off around them, a sizeable part of a
+    write made one agent at a time (BENCHMARKS.md, notes). It comes from a pool of one beside the caller's (opened at the first
     use), so it never takes a connection the caller's pool counts on. A connection
     found dead (`check_idle`, as at any checkout) or broken in use is replaced; once a
     minute it goes back to its pool, whose recycling then applies. Disposing of the

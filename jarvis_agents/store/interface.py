@@ -22,13 +22,29 @@ from typing import Any, Protocol
 
 from jarvis_agents.assistants import AssistantStore
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.retention import DeletionStore
+from jarvis_agents.schedules import ScheduleStore
 from jarvis_agents.threads import Earlier
 
 
+class DelegationStore(Protocol):
+    """Callers and their children (store/delegation.py; in memory, memory_delegation.py)."""
+
+    def children(self, caller_id: uuid.UUID) -> list[Agent]: ...
+    def start(self, caller: Agent, *, children: Sequence[Agent], waiting_for: dict[str, Any],
+              steps: Sequence[Step], now: datetime) -> bool: ...
+    def ended_waits(self, *, limit: int = 100) -> list[Agent]: ...
+    def orphans(self, *, limit: int = 100) -> list[Agent]: ...
+
+
 class AgentStore(Protocol):
-    """Agents and their steps, with compare-and-set writes; assistants beside them."""
+    """Agents and their steps, with compare-and-set writes; assistants, the delegation's
+    rows, schedules and deletions beside them."""
 
     assistants: AssistantStore
+    delegation: DelegationStore
+    schedules: ScheduleStore
+    deletions: DeletionStore
 
     # --- agents --------------------------------------------------------------------
 
@@ -47,8 +63,10 @@ class AgentStore(Protocol):
     def list_agents(
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
+        caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
-        """The user's agents, newest first, and the cursor of the next page (or None)."""
+        """The user's agents (of a thread, of a schedule), newest first, and the cursor of the next page (or None)."""
         ...
 
     def models_of(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -59,7 +77,7 @@ class AgentStore(Protocol):
         """Agents WAITING since before `cutoff` (their approval may have timed out)."""
         ...
 
-    # --- threads and forks (CONTRACT §8) ------------------------------------------
+    # --- threads and forks (docs/api.md §8) ------------------------------------------
 
     def agents_of_thread(self, user_id: uuid.UUID, thread_id: uuid.UUID) -> list[Earlier]:
         """The user's agents of the thread, oldest first; [] for an unknown or another

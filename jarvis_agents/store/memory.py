@@ -29,6 +29,9 @@ from jarvis_agents.lifecycle import (
     utcnow,
 )
 from jarvis_agents.store.memory_assistants import MemoryAssistants
+from jarvis_agents.store.memory_delegation import MemoryDelegation
+from jarvis_agents.store.memory_deletions import MemoryDeletions
+from jarvis_agents.store.memory_schedules import MemorySchedules
 from jarvis_agents.store.rows import decode_cursor, encode_cursor
 from jarvis_agents.threads import Earlier
 
@@ -40,11 +43,15 @@ class MemoryStore:
         self.agents: dict[uuid.UUID, Agent] = {}
         self.steps: dict[uuid.UUID, list[Step]] = {}
         self.assistants = MemoryAssistants()
-        self._lock = threading.RLock()
+        self.delegation = MemoryDelegation(self)
+        self.schedules = MemorySchedules(self)
+        self.deletions = MemoryDeletions(self)
+        # The one lock every call holds (the delegation's and deletions' twins share it).
+        self.lock = threading.RLock()
 
     def add(self, agent: Agent) -> Agent:
         """Put `agent` in the store as it is, whatever its status (a test's setup)."""
-        with self._lock:
+        with self.lock:
             self.agents[agent.id] = agent
             self.steps.setdefault(agent.id, [])
         return agent
@@ -52,7 +59,7 @@ class MemoryStore:
     # --- agents --------------------------------------------------------------------
 
     def create_agent(self, agent: Agent, *, max_active: int | None = None) -> tuple[Agent, bool]:
-        with self._lock:
+        with self.lock:
             if agent.idempotency_key is not None:
                 for earlier in self.agents.values():
                     if (earlier.user_id, earlier.idempotency_key) == (agent.user_id, agent.idempotency_key):
@@ -76,12 +83,16 @@ class MemoryStore:
     def list_agents(
         self, user_id: uuid.UUID, *, status: AgentStatus | None = None, limit: int = 20,
         cursor: str | None = None, thread_id: uuid.UUID | None = None,
+        caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         after = decode_cursor(cursor) if cursor is not None else None
         mine = sorted(
             (a for a in list(self.agents.values())
              if a.user_id == user_id and (status is None or a.status is status)
              and (thread_id is None or _thread(a) == thread_id)
+             and (caller_id is None or a.caller_id == caller_id)
+             and (schedule_id is None or a.schedule_id == schedule_id)
              and (after is None or (a.created_at, a.id) < after)),
             key=lambda a: (a.created_at, a.id), reverse=True,
         )
@@ -105,7 +116,7 @@ class MemoryStore:
                 for a in of_thread]
 
     def insert_fork(self, agent: Agent, steps: Sequence[Step], *, max_active: int | None) -> None:
-        with self._lock:
+        with self.lock:
             self._check_active(agent.user_id, max_active)
             self.add(replace(agent, updated_at=_updated(agent), thread_id=_thread(agent)))
             self.steps[agent.id].extend(steps)
@@ -125,7 +136,7 @@ class MemoryStore:
         steps: Sequence[Step] = (), **fields: Any,
     ) -> bool:
         check_transition(expected, new)
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if agent.status is not expected or (attempt is not None and agent.attempt != attempt):
                 return False
@@ -142,6 +153,9 @@ class MemoryStore:
             if "input_tokens" in fields:  # the executor's totals, as the repository takes them
                 usage = Usage(fields.pop("input_tokens"), fields.pop("output_tokens"),
                               fields.pop("model_calls"))
+            if "descendants_input_tokens" in fields:  # a caller woken (delegation/service.py)
+                fields["descendants_usage"] = Usage(*(fields.pop(f"descendants_{name}") for name in
+                                                      ("input_tokens", "output_tokens", "model_calls")))
             self.agents[agent_id] = replace(agent, status=new, updated_at=now, usage=usage, **fields)
             return True
 
@@ -149,7 +163,7 @@ class MemoryStore:
         self, agent_id: uuid.UUID, *, user_id: uuid.UUID, attempt: int, max_active: int | None,
         **fields: Any,
     ) -> bool:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if agent.status is not AgentStatus.WAITING or agent.attempt != attempt:
                 return False
@@ -162,7 +176,7 @@ class MemoryStore:
         modes: Mapping[str, AgentMode] | None = None,
     ) -> Agent | None:
         now = now or utcnow()
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is None or agent.status is not AgentStatus.PENDING:
                 return None
@@ -180,7 +194,7 @@ class MemoryStore:
         task_id: str | None = None, now: datetime | None = None,
     ) -> Agent | None:
         now = now or utcnow()
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if (agent is None or agent.status is not AgentStatus.RUNNING or agent.attempt != attempt
                     or (agent.heartbeat_at is not None and agent.heartbeat_at >= stale_before)):
@@ -192,7 +206,7 @@ class MemoryStore:
             return taken
 
     def release(self, agent_id: uuid.UUID, attempt: int) -> bool:
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is None or not _owned(agent, attempt):
                 return False
@@ -201,7 +215,7 @@ class MemoryStore:
 
     def heartbeat(self, owned: Iterable[tuple[uuid.UUID, int]]) -> int:
         now, alive = utcnow(), 0
-        with self._lock:
+        with self.lock:
             for agent_id, attempt in owned:
                 agent = self.agents.get(agent_id)
                 if agent is not None and _owned(agent, attempt):
@@ -210,13 +224,13 @@ class MemoryStore:
         return alive
 
     def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if _owned(agent, attempt):
                 self.agents[agent_id] = replace(agent, mode=mode)
 
     def forget_task(self, agent_id: uuid.UUID) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents.get(agent_id)
             if agent is not None and agent.status is AgentStatus.PENDING:
                 self.agents[agent_id] = replace(agent, task_id=None)
@@ -250,7 +264,7 @@ class MemoryStore:
         """Stamp updated_at (and `computed` fields) on up to `limit` agents meeting
         `condition`, least recently updated first; the agents as stamped."""
         now = utcnow()
-        with self._lock:
+        with self.lock:
             chosen = sorted(filter(condition, self.agents.values()), key=_updated)[:limit]
             for agent in chosen:
                 changes = {name: compute(agent) for name, compute in computed.items()}
@@ -262,7 +276,7 @@ class MemoryStore:
     def append_steps(
         self, agent_id: uuid.UUID, attempt: int, steps: Sequence[Step], *, step_count: int
     ) -> None:
-        with self._lock:
+        with self.lock:
             agent = self.agents[agent_id]
             if not _owned(agent, attempt):
                 raise StaleAttempt(f"agent {agent_id} is not RUNNING under attempt {attempt}")

@@ -108,12 +108,12 @@ class AgentRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_hash: Mapped[str | None] = mapped_column(String(64))
-    # Approvals (CONTRACT §7; lifecycle.Agent says what each holds).
+    # Approvals (docs/api.md §7; lifecycle.Agent says what each holds).
     approve_tools: Mapped[list[str] | None] = mapped_column(JSON)
     waiting_for: Mapped[dict[str, object] | None] = mapped_column(JSON)
     approval: Mapped[dict[str, object] | None] = mapped_column(JSON)
     waited_ms: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # The mode asked for, then (once started) the one in use (CONTRACT §6).
+    # The mode asked for, then (once started) the one in use (docs/api.md §6).
     mode: Mapped[str] = mapped_column(String(8), default="auto", server_default="auto")
     # Usage as the executor last wrote it, with the agent's end (models.USAGE_AS_READ).
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
@@ -121,7 +121,7 @@ class AgentRow(Base):
     model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     output_schema: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     output: Mapped[Any] = mapped_column(JSON(none_as_null=True))
-    # Conversations and forks (CONTRACT §8; store/threads.py). A thread's id is its first
+    # Conversations and forks (docs/api.md §8; store/threads.py). A thread's id is its first
     # agent's id; `context` is what the thread's earlier agents give this one's model.
     thread_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     parent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
@@ -187,6 +187,13 @@ class AgentRow(Base):
         Index("ix_agents_status_heartbeat", "status", "heartbeat_at"),
         Index("ix_agents_user_status", "user_id", "status"),
         Index("ix_agents_thread", "thread_id", "created_at"),
+        # Retention (migration 0020): the ended agents oldest end first, and an agent's forks.
+        Index("ix_agents_ended", "completed_at", "id",
+              postgresql_where=text("completed_at IS NOT NULL"),
+              sqlite_where=text("completed_at IS NOT NULL")),
+        Index("ix_agents_forked_from", "forked_from_id",
+              postgresql_where=text("forked_from_id IS NOT NULL"),
+              sqlite_where=text("forked_from_id IS NOT NULL")),
         # One agent of a thread at a time: two racing creates leave one winner.
         Index("uq_agents_one_active_per_thread", "thread_id", unique=True,
               postgresql_where=text(f"NOT {TERMINAL_SQL}"), sqlite_where=text(f"NOT {TERMINAL_SQL}")),
@@ -270,7 +277,7 @@ class AssistantVersionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-# The events a webhook is sent for (CONTRACT §9). `agent.waiting` joins them with approvals.
+# The events a webhook is sent for (docs/api.md §9). `agent.waiting` joins them with approvals.
 WEBHOOK_EVENTS = ["agent.completed", "agent.failed", "agent.cancelled", "agent.waiting"]
 OWED_SQL = "delivered_at IS NULL AND abandoned_at IS NULL"
 

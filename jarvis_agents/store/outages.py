@@ -1,7 +1,7 @@
 """An agent's own database calls, riding out a restart of the database in place.
 
 A restart of PostgreSQL shorter than the heartbeat's staleness must cost a running
-agent nothing (CONTRACT §3): no lost worker counted, no step lost or written twice.
+agent nothing (docs/api.md §3): no lost worker counted, no step lost or written twice.
 So every call an attempt makes for its agent (claim, take-over, reads, step writes,
 the end) is retried where it failed, under `retry.database_outage_policy`, for at
 most `Settings.outage_budget_s`: a longer outage ends the attempt before another
@@ -132,7 +132,7 @@ class OutageTolerantStore:
         when an earlier try may have committed before its connection broke.
 
         The first try runs outside the policy, which is built only once it failed (the
-        policy costs ~50 µs per call, and nearly every call succeeds); that failure is
+        policy costs CPU on every call, and nearly every call succeeds); that failure is
         handed to the policy as its first attempt: same backoffs, same logs, same budget.
         """
         try:

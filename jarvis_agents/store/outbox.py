@@ -55,7 +55,7 @@ from jarvis_agents.store.rows import AGENT_READ, agent_from_row
 agents = AgentRow.__table__
 deliveries = WebhookDeliveryRow.__table__
 
-# The event each status owes (CONTRACT §9).
+# The event each status owes (docs/api.md §9).
 EVENTS: dict[AgentStatus, str] = {
     AgentStatus.COMPLETED: "agent.completed",
     AgentStatus.FAILED: "agent.failed",
@@ -131,8 +131,8 @@ _NOW = bindparam("now", type_=_AT)
 _TRIES = bindparam("tries", type_=Integer)
 
 # The statements, built once: SQLAlchemy then keys its compiled-statement cache on the
-# same objects every time instead of building and hashing a new tree per call (half a
-# millisecond of a claim's CPU in the worker).
+# same objects every time instead of building and hashing a new tree per call (a large
+# part of a claim's CPU in the worker).
 #
 # The users' turns: the oldest due rows (a window a few claims wide, so that a claim
 # costs the same however many are due), each numbered within its user's, oldest first.

@@ -63,13 +63,13 @@ SELECT count(*) FROM owned
 # stale or missing (a young table, a burst of agents since the last ANALYZE), priced
 # ix_agents_status_heartbeat the same as the key and picked it: each step write then
 # walked every RUNNING entry of that index, the dead ones of every earlier write
-# included (0.4 ms of a 0.8 ms write with 1,200 agents running).
+# included: a cost that grows with the agents running.
 #
 # An iteration's steps only lock the agent's row (FOR SHARE: a cancel, a claim or a
 # heartbeat waits for the commit; the steps' foreign key checks share it). Updating
 # the row as well — step_count, heartbeat_at — cost a new version of it and an entry
-# in each of its five indexes per step: a quarter to a third of the write (1.3–1.5 ms
-# against 1.0–1.1 with the lock alone, measured in turn on one machine). step_count is
+# in each of its five indexes per step, a large part of the write (BENCHMARKS.md,
+# notes). step_count is
 # read from the steps instead (models.STEP_COUNT_AS_READ), and the heartbeat thread
 # keeps heartbeat_at.
 _APPEND_STEPS = _GUARDED_STEPS.format(guard=(

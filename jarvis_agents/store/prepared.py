@@ -1,9 +1,9 @@
 """Statements PostgreSQL parses and plans once per connection, not at every call.
 
 psycopg2 sends each statement as text, which the server parses, rewrites and plans
-every time; for the statements of every step and request that is half their server
-time or more (the claim: 0.19 ms of planning beside 0.20 of execution; reading an
-agent, whose step count and usage are subqueries: 0.17 beside 0.03). So on
+every time; for the statements of every step and request, planning takes as much of
+their server time as executing or more (most of all in reading an agent, whose step
+count and usage are subqueries; BENCHMARKS.md). So on
 PostgreSQL a cursor of ours (store/connections.py) runs each statement as
 `EXECUTE name (…)`, after a `PREPARE name AS …` the first time that connection sees
 it. The name is a hash of the text, so a backend that holds another version's

@@ -22,18 +22,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    DateTime,
-    Engine,
-    and_,
-    bindparam,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import DateTime, Engine, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -51,6 +40,8 @@ from jarvis_agents.store.active_limit import at_active_limit, resume_waiting, to
 from jarvis_agents.store.assistants import AssistantRows
 from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
+from jarvis_agents.store.delegation import DelegationRows
+from jarvis_agents.store.deletion import DeletionRows
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
@@ -63,6 +54,7 @@ from jarvis_agents.store.rows import (
     step_from_row,
     step_values,
 )
+from jarvis_agents.store.schedules import ScheduleRows
 from jarvis_agents.store.statistics import Statistics
 from jarvis_agents.store.threads import ThreadStore
 from jarvis_agents.store.users import Users
@@ -115,7 +107,8 @@ def _claim(models: int) -> Prebuilt:
 
 class Repository(Recovery):
     """Agents and their steps over one SQLAlchemy engine; users, statistics, the webhook
-    outbox and assistants beside them (`users`, `statistics`, `outbox`, `assistants`)."""
+    outbox, assistants, schedules and deletions beside them (`users`, `statistics`,
+    `outbox`, `assistants`, `schedules`, `deletions`, …)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -127,6 +120,9 @@ class Repository(Recovery):
         self.outbox = OutboxStore(engine, self._one_statement)
         self.threads = ThreadStore(engine)
         self.assistants = AssistantRows(engine, self.connections)
+        self.delegation = DelegationRows(engine, self.outbox, self._read, self._one_statement)
+        self.schedules = ScheduleRows(engine, self.connections)
+        self.deletions = DeletionRows(engine)
 
     # --- agents --------------------------------------------------------------------
 
@@ -171,12 +167,9 @@ class Repository(Recovery):
     def _by_idempotency_key(self, conn: Connection, agent: Agent) -> RowMapping | None:
         if agent.idempotency_key is None:
             return None
-        return conn.execute(
-            select(*AGENT_READ).where(
-                agents.c.user_id == agent.user_id,
-                agents.c.idempotency_key == agent.idempotency_key,
-            )
-        ).mappings().first()
+        return conn.execute(select(*AGENT_READ).where(
+            agents.c.user_id == agent.user_id, agents.c.idempotency_key == agent.idempotency_key,
+        )).mappings().first()
 
     def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None:
         if user_id is None:
@@ -197,12 +190,15 @@ class Repository(Recovery):
         status: AgentStatus | None = None,
         limit: int = 20,
         cursor: str | None = None,
-        thread_id: uuid.UUID | None = None,
+        thread_id: uuid.UUID | None = None, caller_id: uuid.UUID | None = None,
+        schedule_id: uuid.UUID | None = None,
     ) -> tuple[list[Agent], str | None]:
         """The user's agents, newest first, and the cursor of the next page (or None)."""
         query = select(*AGENT_READ).where(agents.c.user_id == user_id)
-        if thread_id is not None:
-            query = query.where(agents.c.thread_id == thread_id)
+        for column, value in (("thread_id", thread_id), ("caller_id", caller_id),
+                              ("schedule_id", schedule_id)):
+            if value is not None:
+                query = query.where(agents.c[column] == value)
         if status is not None:
             query = query.where(agents.c.status == status.value)
         if cursor is not None:

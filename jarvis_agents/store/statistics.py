@@ -1,5 +1,5 @@
 """What the operator's figures read of the agents table: counts by status, the
-PENDING backlog by model, the FAILED by reason. Reads only, none on a hot path."""
+PENDING backlog by model, the FAILED by reason, the oldest ended agent kept. Reads only, none on a hot path."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ class Statistics:
             select(func.min(agents.c.created_at).label("oldest"))
             .where(agents.c.status == AgentStatus.PENDING.value)
         )
+        return as_utc(row["oldest"]) if row["oldest"] else None
+
+    def oldest_ended_at(self) -> datetime | None:
+        """When the ended agent kept longest ended: the first entry of the ended agents'
+        index (retention's, migration 0020)."""
+        (row,) = self._read(select(func.min(agents.c.completed_at).label("oldest"))
+                            .where(agents.c.completed_at.is_not(None)))
         return as_utc(row["oldest"]) if row["oldest"] else None
 
     def failed_by_reason(self) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Threads and forks in SQL (CONTRACT §8), over the repository's tables and engine.
+"""Threads and forks in SQL (docs/api.md §8), over the repository's tables and engine.
 
 One agent of a thread at a time is the database's rule (the partial unique index
 `uq_agents_one_active_per_thread`): two creates racing into one thread leave one

@@ -1,6 +1,6 @@
 """A tool call's arguments: read from the text contract's INPUT, checked against the schema.
 
-CONTRACT §7: an INPUT that is a JSON object is the tool's arguments; any other INPUT is
+docs/api.md §7: an INPUT that is a JSON object is the tool's arguments; any other INPUT is
 the value of the tool's one required string parameter. Native tool calling hands the
 registry a dict directly; both then pass through `check_arguments`, so a mismatch reads
 the same to the model in either mode. Every message here is written for the model: it

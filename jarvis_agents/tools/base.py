@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from jarvis_agents.config import Settings
 
-# Where a tool comes from, as `GET /api/v1/tools` says it (CONTRACT §2).
+# Where a tool comes from, as `GET /api/v1/tools` says it (docs/api.md §2).
 BUILTIN = "builtin"
 PLUGIN = "plugin"
 TEXT_PARAMETER = "input"  # the parameter of a text plug-in that names none
@@ -111,7 +111,7 @@ class SubmittedTool(Protocol):
 
 
 def describe(tool: ListedTool) -> dict[str, Any]:
-    """A tool as `GET /api/v1/tools` lists it (CONTRACT §2)."""
+    """A tool as `GET /api/v1/tools` lists it (docs/api.md §2)."""
     return {"name": tool.name, "description": tool.description, "source": tool.source,
             "input_schema": tool.input_schema}
 

@@ -1,7 +1,7 @@
 """The tool registry: exact name lookup, bounded calls, failures turned into observations.
 
 `ToolRegistry.call` takes a tool's arguments as a dict (what native tool calling
-passes); `call_text` reads them from the text contract's INPUT first (CONTRACT §7) and
+passes); `call_text` reads them from the text contract's INPUT first (docs/api.md §7) and
 then takes the same path. Neither raises for anything a tool does: an unknown name,
 arguments that do not fit the tool's schema, a ToolError, any other exception and a
 tool that hangs all come back as a ToolResult with `ok=False` and a sentence the model
@@ -155,7 +155,7 @@ class ToolRegistry:
 
     def get(self, name: str) -> ListedTool | None:
         """The tool called exactly `name`, ignoring case and surrounding whitespace."""
-        # Why exact: a fuzzy match would let `search` dispatch `webSearch` (CONTRACT §5).
+        # Why exact: a fuzzy match would let `search` dispatch `webSearch` (docs/api.md §5).
         key = name.strip().lower()
         if self._allowed is not None and key not in self._allowed:
             return None
@@ -169,7 +169,7 @@ class ToolRegistry:
         return None
 
     def describe(self) -> list[dict[str, Any]]:
-        """Each tool as `GET /api/v1/tools` lists it (CONTRACT §2)."""
+        """Each tool as `GET /api/v1/tools` lists it (docs/api.md §2)."""
         return [describe(tool) for tool in self.listed()]
 
     def unknown(self, names: Iterable[str]) -> list[str]:
@@ -182,6 +182,12 @@ class ToolRegistry:
         allowed = None if names is None else list(names)
         return ToolRegistry(self._tools.values(), settings=self._settings, http=self._http,
                             providers=self._providers, allowed=allowed)
+
+    def plus(self, extra: Sequence[RegisteredTool]) -> ToolRegistry:
+        """This registry with `extra` tools besides (an agent's delegates)."""
+        allowed = None if self._allowed is None else [*self._allowed, *(t.name for t in extra)]
+        return ToolRegistry([*self._tools.values(), *extra], settings=self._settings,
+                            http=self._http, providers=self._providers, allowed=allowed)
 
     # --- calling ------------------------------------------------------------------
 
@@ -230,7 +236,7 @@ class ToolRegistry:
         should_stop: Callable[[], bool] | None, idempotency_key: str | None, started: float,
     ) -> ToolResult:
         # A text tool's one string fits the schema made for it: nothing to check (the
-        # check cost a text-mode call 80 µs in a busy worker).
+        # check was a visible cost of every text-mode call in a busy worker).
         if not (isinstance(tool, RegisteredTool) and tool.takes_as_is(arguments)):
             try:
                 check_arguments(tool.name, tool.input_schema, arguments)

@@ -1,5 +1,5 @@
 """Where a webhook may go: the URL parsed, its host resolved, every address checked, and
-the one to connect to pinned (CONTRACT §2, §9).
+the one to connect to pinned (docs/api.md §2, §9).
 
 The check runs at create time and again before every try, and the try connects to the
 address that passed it, never to a second lookup's answer: a name that resolved to a

@@ -61,7 +61,7 @@ SENDERS = 16
 PER_USER = SENDERS // 2
 # The most one claim takes: with receivers that answer at once, a busy worker claims
 # every due delivery in one statement and records them delivered in one (each costs
-# the worker about a millisecond of CPU, whatever its size).
+# the worker much the same CPU, whatever its size).
 MAX_CLAIM = 64
 
 # A claimed try: its delivery, the body it sends, when it was claimed (time.monotonic()).

@@ -7,9 +7,9 @@ request goes to the address that passed, with the `Host` header and the TLS serv
 (SNI, and the name the certificate is verified against) still the URL's name. No
 redirect is followed and no proxy is used: either would reach an address nobody
 checked. The standard library's http.client, with our own keep-alive connections (a
-few per name and address), rather than urllib3 or httpx: a try costs the worker
-0.08 ms of CPU against urllib3's 0.17-0.27 and httpx's 0.8 (to the bench's receiver,
-one after another, on our hardware), taken from the processes that run the agents.
+few per name and address), rather than urllib3 or httpx: a try costs the worker a
+fraction of their CPU (BENCHMARKS.md, notes: webhooks), CPU taken from the processes
+that run the agents.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The headers of one webhook try: the event, our signature and Standard Webhooks' (CONTRACT §9).
+"""The headers of one webhook try: the event, our signature and Standard Webhooks' (docs/api.md §9).
 
 `X-Jarvis-Signature: sha256=<hex>` is the HMAC-SHA256 of the raw body keyed with
 JARVIS_WEBHOOK_SECRET. `webhook-signature` is Standard Webhooks' `v1,<base64>` of

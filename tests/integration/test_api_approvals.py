@@ -1,4 +1,4 @@
-"""Approvals end to end (CONTRACT §7): a real API process, PostgreSQL, Redis, Celery
+"""Approvals end to end (docs/api.md §7): a real API process, PostgreSQL, Redis, Celery
 workers and an Ollama look-alike."""
 
 from __future__ import annotations

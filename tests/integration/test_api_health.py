@@ -30,6 +30,22 @@ CONTRACT_OPERATIONS = {
     ("post", "/api/v1/assistants"), ("get", "/api/v1/assistants"),
     ("get", "/api/v1/assistants/{assistant}"), ("patch", "/api/v1/assistants/{assistant}"),
     ("delete", "/api/v1/assistants/{assistant}"), ("get", "/api/v1/assistants/{assistant}/versions"),
+    ("post", "/api/v1/schedules"), ("get", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{schedule_id}"), ("patch", "/api/v1/schedules/{schedule_id}"),
+    ("delete", "/api/v1/schedules/{schedule_id}"),
+    ("delete", "/api/v1/threads/{thread_id}"),
+    # LangGraph's SDK (README, LangGraph SDK)
+    ("post", "/langgraph/assistants/search"), ("get", "/langgraph/assistants/{assistant_id}"),
+    ("post", "/langgraph/threads"), ("post", "/langgraph/threads/search"),
+    ("get", "/langgraph/threads/{thread_id}"), ("get", "/langgraph/threads/{thread_id}/state"),
+    ("post", "/langgraph/threads/{thread_id}/history"),
+    ("post", "/langgraph/threads/{thread_id}/runs"), ("get", "/langgraph/threads/{thread_id}/runs"),
+    ("post", "/langgraph/runs"), ("post", "/langgraph/threads/{thread_id}/runs/wait"),
+    ("post", "/langgraph/runs/wait"), ("post", "/langgraph/threads/{thread_id}/runs/stream"),
+    ("post", "/langgraph/runs/stream"), ("get", "/langgraph/threads/{thread_id}/runs/{run_id}"),
+    ("get", "/langgraph/threads/{thread_id}/runs/{run_id}/join"),
+    ("get", "/langgraph/threads/{thread_id}/runs/{run_id}/stream"),
+    ("post", "/langgraph/threads/{thread_id}/runs/{run_id}/cancel"),
 }
 
 

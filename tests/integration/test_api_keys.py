@@ -22,7 +22,7 @@ from tests.support.api_server import Api, EventStream, wait_until
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # shared_api
 
-# CONTRACT §15: streams opened with a key that is then revoked or rotated end within 5 s.
+# docs/api.md §15: streams opened with a key that is then revoked or rotated end within 5 s.
 ENDED_WITHIN_S = 5
 
 

@@ -1,4 +1,4 @@
-"""Server-sent events end to end (CONTRACT §4): order, ids, resume, user streams, cancels."""
+"""Server-sent events end to end (docs/api.md §4): order, ids, resume, user streams, cancels."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threads and forks over HTTP (CONTRACT §8): a real API process, PostgreSQL, Redis, a
+"""Threads and forks over HTTP (docs/api.md §8): a real API process, PostgreSQL, Redis, a
 Celery worker and an Ollama look-alike; and the refusals, on the shared API."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live tokens end to end (CONTRACT §6): `?tokens=1` over real SSE, a real worker, the test
+"""Live tokens end to end (docs/api.md §6): `?tokens=1` over real SSE, a real worker, the test
 model server streaming slowly on either protocol; nothing published when nobody listens."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`webhook_url` at create time, over HTTP: parsed by a URL parser (any valid port, IPv6
-literals), then refused when it reaches a non-global address (CONTRACT §2, §9).
+literals), then refused when it reaches a non-global address (docs/api.md §2, §9).
 
 Literal addresses only: this machine (and CI's) has no DNS for public names; names are
 checked with a fake resolver in tests/unit/test_webhooks.py and, at delivery, in

@@ -18,7 +18,7 @@ from tests.support.api_server import wait_until
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api
 
 HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
-# CONTRACT §1: a revoked or rotated key is refused within 5 s.
+# docs/api.md §1: a revoked or rotated key is refused within 5 s.
 REFUSED_WITHIN_S = 5
 
 

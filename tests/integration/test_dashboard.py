@@ -331,3 +331,19 @@ def test_the_reply_appears_live_while_the_model_writes_it(page: Any, live_stack:
         assert whole in shown and len(grew) >= 3, shown
     finally:
         live_stack.fake.chunk_delay_s = 0.0
+
+
+def test_an_ended_agent_is_deleted_from_its_view_once_asked(page: Any, live_stack: LiveStack) -> None:
+    sign_in(page, live_stack.api_key)
+    agent_id = start(page, "What is 1234 * 902, in one step?", max_steps=1)
+    expect(page.locator("#agent-status")).to_have_attribute("data-status", "FAILED")
+    expect(page.locator("#cancel")).to_be_hidden()
+    page.once("dialog", lambda dialog: dialog.dismiss())  # asked, and said no: nothing happens
+    page.click("#delete")
+    expect(page.locator(f".agent-row[data-id='{agent_id}']")).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete")
+    expect(page.locator(f".agent-row[data-id='{agent_id}']")).to_have_count(0)
+    expect(page.locator("#agent-view")).to_be_hidden()
+    with live_stack.api.client(live_stack.api_key) as http:
+        assert http.get(f"/api/v1/agents/{agent_id}").status_code == 404

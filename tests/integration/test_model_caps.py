@@ -1,5 +1,5 @@
 """Per-model caps across the cluster and the figures the API reports of the workers
-(CONTRACT §10), with real worker processes, PostgreSQL and Redis."""
+(docs/api.md §10), with real worker processes, PostgreSQL and Redis."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which server a model's name reaches (CONTRACT §6), what each model can do (asked
+"""Which server a model's name reaches (docs/api.md §6), what each model can do (asked
 once), and whether the servers are ready: the router over both adapters, against the
 test model server."""
 

@@ -1,4 +1,4 @@
-"""Routing by model (CONTRACT §10) with real worker processes, PostgreSQL and Redis:
+"""Routing by model (docs/api.md §10) with real worker processes, PostgreSQL and Redis:
 `--models` workers take only their models' agents, a worker without it takes every
 model's, and an agent whose model no live worker takes waits PENDING, named in /readyz,
 until one appears."""

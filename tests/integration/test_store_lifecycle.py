@@ -310,7 +310,7 @@ def test_a_take_over_that_waited_for_a_step_write_resumes_after_it(
 def test_step_count_is_the_iterations_written_whoever_ends_the_agent(
     repository: Repository,
 ) -> None:
-    """step_count (CONTRACT: iterations so far): while it runs, after a cancel or a lost
+    """step_count (docs/api.md §2: iterations so far): while it runs, after a cancel or a lost
     worker, the last written iteration + 1; what the executor stores when it ends it."""
     user, _ = repository.users.create("nina")
 

@@ -1,4 +1,4 @@
-"""Conversations and forks (CONTRACT §8) on real SQLite and PostgreSQL: the service, the
+"""Conversations and forks (docs/api.md §8) on real SQLite and PostgreSQL: the service, the
 store and the executor, with a scripted model."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A follow-up's model sees its thread's earlier goals and answers, on either provider's
-wire (CONTRACT §8, §6): the executor against both adapters and one test model server."""
+wire (docs/api.md §8, §6): the executor against both adapters and one test model server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tracing end to end (CONTRACT §10): a real API and a real worker export to a local OTLP
+"""Tracing end to end (docs/api.md §10): a real API and a real worker export to a local OTLP
 collector, and one agent is one trace — the create, the queue, each iteration, each
 model call and each tool call. Without OTEL_EXPORTER_OTLP_ENDPOINT the agent JSON
 still has its trace_id, and a create's traceparent still names it."""

@@ -3,7 +3,7 @@
     python -m tests.support.fake_ollama --port 11555 --latency 2.0 --script calc
     python -m tests.support.fake_ollama --port 0 --latency 0.5 --latency-max 1.5 --script weather
 
-Each script answers in the ReACT format of CONTRACT §5 and works out its turn from
+Each script answers in the ReACT format of docs/api.md §5 and works out its turn from
 the conversation itself, so any number of concurrent or resumed agents can share it.
 """
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jarvis_agents.cli.client import BAD_KEY, ApiError, ApiUnreachable, JarvisClient
+from jarvis_agents.cli.client import ApiError, ApiUnreachable, JarvisClient
+from jarvis_agents.cli.client_errors import BAD_KEY
 from jarvis_agents.errors import ConfigError, JarvisError, RequestError
 
 URL = "http://jarvis.test"

@@ -101,6 +101,10 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("JARVIS_MAX_REPLY_TOKENS", "0"),
         ("JARVIS_MAX_REPLY_TOKENS", "lots"),
         ("JARVIS_MAX_REPLY_CHARS", "10"),
+        ("JARVIS_RETENTION", "90 days"),
+        ("JARVIS_RETENTION", "0d"),
+        ("JARVIS_RETENTION", "1.5h"),
+        ("JARVIS_RETENTION", "-3s"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str) -> None:
@@ -108,6 +112,15 @@ def test_bad_values_name_the_variable(name: str, value: str) -> None:
         Settings.from_env({name: value})
     message = str(info.value)
     assert name in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [
+    ("90d", 90 * 86400.0), ("12h", 43200.0), ("30m", 1800.0), ("300s", 300.0), (" 7D ", 604800.0),
+    ("", None),
+])
+def test_retention_is_a_duration_and_unset_keeps_for_ever(raw: str, seconds: float | None) -> None:
+    assert Settings.from_env({"JARVIS_RETENTION": raw}).retention_s == seconds
+    assert Settings.from_env({}).retention_s is None
 
 
 @pytest.mark.parametrize(("interval", "stale"), [("5", "5"), ("10", "3")])
@@ -127,7 +140,7 @@ def test_approvals_are_read() -> None:
 
 
 def test_webhook_timing_keeps_the_contracts_schedule_unless_a_test_shortens_it() -> None:
-    # CONTRACT §2: the first retry within 10 s, at least 5 tries over at least 5 minutes.
+    # docs/api.md §2: the first retry within 10 s, at least 5 tries over at least 5 minutes.
     default = Settings.from_env({})
     assert default.webhook_retry_delays_s == (5, 30, 60, 120, 300)
     assert default.webhook_lease_s == 20

@@ -75,3 +75,17 @@ def test_another_goal_gets_what_it_can_do(request_of: Any) -> None:
 def test_a_tool_the_agent_may_not_use_is_not_called() -> None:
     refused = answer(native("What is 2+2?", tools=["getTime"]))
     assert refused.tool_calls == () and "calculate" in refused.text
+
+
+def test_offered_a_delegate_it_asks_it_each_part_then_answers_with_what_came_back() -> None:
+    goal = "What is 6*7, and what time is it in Tokyo?"
+    delegate = {"type": "function", "function": {"name": "ask_researcher", "parameters": {
+        "type": "object", "properties": {"goal": {"type": "string"}}, "required": ["goal"]}}}
+    asked = native(goal)
+    asked["tools"].append(delegate)
+    assert answer(asked).tool_calls == (
+        ToolCall("ask_researcher", {"goal": "What is 6*7?"}),
+        ToolCall("ask_researcher", {"goal": "What time is it in Tokyo?"}))
+    told = native(goal, "6*7 = 42.", "Tokyo: 12:04")
+    told["tools"].append(delegate)
+    assert answer(told) == Turn(text="6*7 = 42. Tokyo: 12:04.")

@@ -179,6 +179,20 @@ class SweepRepository:
     def waiting_since(self, cutoff: Any) -> list[Any]:  # no agent waits for an approval here
         return []
 
+    @property
+    def delegation(self) -> Any:
+        return NoCallers()
+
+
+class NoCallers:
+    """No caller waits on its children here, and none was cancelled with children left."""
+
+    def ended_waits(self) -> list[Any]:
+        return []
+
+    def orphans(self) -> list[Any]:
+        return []
+
 
 def test_the_sweep_sends_again_on_its_models_queue_only_a_message_that_is_gone() -> None:
     from jarvis_agents.dispatch import MemoryDispatcher

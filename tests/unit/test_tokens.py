@@ -1,4 +1,4 @@
-"""Live tokens on the in-memory bus (CONTRACT §6): a reply's text as the model writes it,
+"""Live tokens on the in-memory bus (docs/api.md §6): a reply's text as the model writes it,
 batched, published only while somebody listens, before that iteration's steps, and
 told by `follow` only to a follower that asked for tokens."""
 

@@ -1,4 +1,4 @@
-"""An agent's trace context, and the spans of the worker's parts (CONTRACT §10).
+"""An agent's trace context, and the spans of the worker's parts (docs/api.md §10).
 
 The wrappers are given a tracer of their own, on an in-memory exporter: nothing here
 configures the process's tracing, which stays off as in every other unit test.

@@ -143,7 +143,7 @@ def test_every_try_is_signed_both_ways(secret: str) -> None:
         "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest())
     assert headers["webhook-id"] == str(delivery_id)
     assert headers["webhook-timestamp"] == str(int(now.timestamp()))
-    # Standard Webhooks' own verifier, keyed as §9 says: the decoded rest of a whsec_
+    # Standard Webhooks' own verifier, keyed as docs/api.md §9 says: the decoded rest of a whsec_
     # secret (its native form), or the bytes of any other.
     verifier = Webhook(secret if secret.startswith("whsec_") else secret.encode())
     assert verifier.verify(body, headers) == json.loads(body)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
+from jarvis_agents.store import langgraph_tables  # noqa: F401 - its tables join Base's metadata
 from jarvis_agents.store.models import Base
+from jarvis_agents.store.schedules import ScheduleRow  # noqa: F401 - its table joins the metadata
 
 config = context.config
 target_metadata = Base.metadata

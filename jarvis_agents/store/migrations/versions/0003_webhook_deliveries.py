@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-12-02 06:34:10
 
-A transactional outbox (CONTRACT §3, §9): a delivery is a row committed in the same
+A transactional outbox (docs/api.md §3, §9): a delivery is a row committed in the same
 transaction as the agent's terminal status, and the dispatchers in the workers send
 what is due, with the retry schedule kept in the row.
 """

@@ -4,7 +4,7 @@ Revision ID: 0007
 Revises: 0005
 Create Date: 2026-12-02 12:00:00
 
-One agent is one trace (CONTRACT §10): the create's trace context is kept with the
+One agent is one trace (docs/api.md §10): the create's trace context is kept with the
 agent, so every attempt of every worker, a resume included, continues it, and the
 agent JSON's `trace_id` is read from it whether or not traces are exported. Agents
 created before have none; their `trace_id` is their id's hex.

@@ -4,7 +4,7 @@ Revision ID: 0008
 Revises: 0007
 Create Date: 2026-12-02 11:40:00
 
-A thread's id is its first agent's id (CONTRACT §8): every existing agent starts a
+A thread's id is its first agent's id (docs/api.md §8): every existing agent starts a
 thread of its own. At most one agent of a thread is PENDING, RUNNING or WAITING at a
 time, and the database says so: a partial unique index, so two racing creates in one
 thread leave one winner.

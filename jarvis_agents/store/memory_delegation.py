@@ -1,0 +1,58 @@
+"""Callers and children in memory: store/delegation.py's twin, for unit tests and demos
+(`MemoryStore().delegation`), under the store's one lock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+
+if TYPE_CHECKING:
+    from jarvis_agents.store.memory import MemoryStore
+
+
+class MemoryDelegation:
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def children(self, caller_id: uuid.UUID) -> list[Agent]:
+        with self.store.lock:
+            found = [a for a in self.store.agents.values() if a.caller_id == caller_id]
+        return sorted(found, key=lambda a: (a.created_at, a.id))
+
+    def start(self, caller: Agent, *, children: Sequence[Agent], waiting_for: dict[str, Any],
+              steps: Sequence[Step], now: datetime) -> bool:
+        with self.store.lock:
+            current = self.store.agents.get(caller.id)
+            if (current is None or current.status is not AgentStatus.RUNNING
+                    or current.attempt != caller.attempt):
+                return False
+            calls = {(a.caller_id, a.caller_call_id) for a in self.store.agents.values()}
+            if any((c.caller_id, c.caller_call_id) in calls for c in children):
+                return False
+            for child in children:
+                self.store.add(replace(child, thread_id=child.thread_id or child.id))
+            return self.store.transition(caller.id, AgentStatus.RUNNING, AgentStatus.WAITING,
+                                         attempt=caller.attempt, steps=steps,
+                                         waiting_for=waiting_for, heartbeat_at=None, now=now)
+
+    def ended_waits(self, *, limit: int = 100) -> list[Agent]:
+        with self.store.lock:
+            agents = list(self.store.agents.values())
+        found = []
+        for agent in agents:
+            kids = [a for a in agents if a.caller_id == agent.id]
+            if agent.status is AgentStatus.WAITING and kids and all(k.is_terminal for k in kids):
+                found.append(agent)
+        return found[:limit]
+
+    def orphans(self, *, limit: int = 100) -> list[Agent]:
+        with self.store.lock:
+            agents = dict(self.store.agents)
+        return [a for a in agents.values() if a.caller_id is not None and not a.is_terminal
+                and (caller := agents.get(a.caller_id)) is not None
+                and caller.status is AgentStatus.CANCELLED][:limit]

@@ -1,0 +1,88 @@
+"""Callers and children in the database, on SQLite and PostgreSQL (store/delegation.py):
+the children and the caller's wait in one transaction, a call's child once, the sweeper's
+queries, and the wake as a compare-and-set."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.store.repository import Repository
+from tests.support.store import new_agent, running
+
+pytestmark = pytest.mark.integration
+
+
+def child_of(caller: Agent, call_id: str) -> Agent:
+    child = new_agent(caller.user_id, f"part of {caller.goal}")
+    return replace(child, caller_id=caller.id, caller_call_id=call_id, root_id=caller.id, depth=1)
+
+
+def parked(repository: Repository) -> tuple[Agent, list[Agent]]:
+    """A caller that called two children, WAITING on them."""
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
+    caller = running(repository, user.id)
+    kids = [child_of(caller, "call_a"), child_of(caller, "call_b")]
+    told = [Step(1, 0, StepType.ACT, '{"goal": "a"}', tool="ask_x", call_id="call_a")]
+    waiting_for = {"kind": "agents", "agent_ids": [str(k.id) for k in kids]}
+    assert repository.delegation.start(caller, children=kids, waiting_for=waiting_for,
+                                       steps=told, now=utcnow())
+    return caller, kids
+
+
+def test_the_children_and_the_wait_are_one_change(repository: Repository) -> None:
+    caller, kids = parked(repository)
+    stored = repository.get(caller.id)
+    assert stored.status is AgentStatus.WAITING and stored.waiting_for["kind"] == "agents"  # type: ignore[union-attr,index]
+    assert [c.id for c in repository.delegation.children(caller.id)] == [k.id for k in kids]
+    assert [s.call_id for s in repository.steps_after(caller.id)] == ["call_a"]
+    listed, _ = repository.list_agents(caller.user_id, caller_id=caller.id)
+    assert {a.id for a in listed} == {k.id for k in kids}
+    # Another run of the same attempt, or a call's child again: refused, nothing written.
+    assert not repository.delegation.start(caller, children=[child_of(caller, "call_c")],
+                                           waiting_for={}, steps=[], now=utcnow())
+    assert len(repository.delegation.children(caller.id)) == 2
+
+
+def test_a_calls_child_is_made_once(repository: Repository) -> None:
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
+    caller = running(repository, user.id)
+    first = child_of(caller, "call_a")
+    assert repository.delegation.start(caller, children=[first], waiting_for={}, steps=[],
+                                       now=utcnow())
+    assert repository.transition(caller.id, AgentStatus.WAITING, AgentStatus.PENDING)
+    again = repository.claim(caller.id)
+    assert again is not None
+    assert not repository.delegation.start(again, children=[child_of(caller, "call_a")],
+                                           waiting_for={}, steps=[], now=utcnow())
+    assert repository.get(caller.id).status is AgentStatus.RUNNING  # type: ignore[union-attr]
+    assert [c.id for c in repository.delegation.children(caller.id)] == [first.id]
+
+
+def test_the_sweeper_finds_ended_waits_and_orphans(repository: Repository) -> None:
+    caller, kids = parked(repository)
+    assert caller.id not in {a.id for a in repository.delegation.ended_waits()}
+    for kid in kids:
+        assert repository.transition(kid.id, AgentStatus.PENDING, AgentStatus.CANCELLED,
+                                     stop_reason=StopReason.CANCELLED)
+    assert caller.id in {a.id for a in repository.delegation.ended_waits()}
+
+    # A caller that called earlier and now waits for a person is not one.
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
+    approving = running(repository, user.id)
+    assert repository.delegation.start(approving, children=[child_of(approving, "call_z")],
+                                       waiting_for={"call_id": "call_y", "tool": "calculate",
+                                                    "input": "1"}, steps=[], now=utcnow())
+    [done] = repository.delegation.children(approving.id)
+    assert repository.transition(done.id, AgentStatus.PENDING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    assert approving.id not in {a.id for a in repository.delegation.ended_waits()}
+
+    other, others = parked(repository)
+    assert repository.transition(other.id, AgentStatus.WAITING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    orphans = {a.id for a in repository.delegation.orphans()}
+    assert {k.id for k in others} <= orphans and not {k.id for k in kids} & orphans
