@@ -1,4 +1,4 @@
-"""`/mcp` at the API's URL (README, MCP server): the official `mcp` client pointed at a real
+"""`/mcp` at the API's URL (docs/api.md §14): the official `mcp` client pointed at a real
 `jarvis-agents api`, which forwards to the `jarvis-agents mcp` next to it (JARVIS_MCP_PORT),
 with a worker on PostgreSQL and Redis and the fake model server."""
 
