@@ -1,4 +1,4 @@
-"""`/mcp` of the API: requests forwarded to the MCP server, answers streamed back (docs/api.md §14; README, MCP server).
+"""`/mcp` of the API, forwarded to the MCP server and streamed back (docs/api.md §14).
 
 The MCP server is an ASGI process of its own (`jarvis-agents mcp`, `mcp_server/`); clients
 reach it at the API's URL all the same. A request goes on as it came, less its hop-by-hop
