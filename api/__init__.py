@@ -46,6 +46,8 @@ def create_app(
     from api.dashboard import dashboard
     from api.langgraph import KEY_HEADER as LANGGRAPH_KEY_HEADER
     from api.langgraph_stream import bp as langgraph_bp  # the blueprint, its streams included
+    from api.mcp_proxy import McpUpstream, forward_url
+    from api.mcp_proxy import bp as mcp_bp
     from api.sse import DirectStreams
     from api.stream_slots import StreamSlots
     from jarvis_agents import tracing
@@ -98,6 +100,8 @@ def create_app(
     figures = system.SystemFigures(health_.database_figures, redis)
 
     direct_streams = DirectStreams()
+    mcp = McpUpstream(forward_url(settings))
+    closers.append(mcp.close)
     # No app-wide static route: the dashboard serves its own few files.
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -110,6 +114,7 @@ def create_app(
         openapi=openapi.build_openapi([] if settings.mcp_servers else tools.names()),
         metrics_registry=system.metrics_registry(figures, hub, direct_streams),
         stream_slots=StreamSlots(settings.max_streams_per_user), direct_streams=direct_streams,
+        mcp=mcp,
     )
     app.extensions["jarvis"] = context
 
@@ -121,6 +126,7 @@ def create_app(
         app.register_blueprint(blueprint)
     app.register_blueprint(a2a_bp)
     app.register_blueprint(langgraph_bp)
+    app.register_blueprint(mcp_bp)
     if traced:
         _instrument(app)
         closers.append(tracing.flush)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
@@ -17,6 +17,9 @@ from jarvis_agents.events import EventHub
 from jarvis_agents.health import Readiness
 from jarvis_agents.service import AgentService
 from jarvis_agents.tools.mcp.published import PublishedTools
+
+if TYPE_CHECKING:
+    from api.mcp_proxy import McpUpstream
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class ApiContext:
     openapi: dict[str, Any]
     metrics_registry: Any
     stream_slots: StreamSlots
+    mcp: McpUpstream  # where `/mcp` is forwarded (api.mcp_proxy)
     direct_streams: DirectStreams = field(default_factory=DirectStreams)
     # Whether the server frames a streamed body as HTTP/1.1 chunks that the hub may
     # write itself (api.sse.socket_writer); said by the gunicorn worker (api.server).

@@ -5,8 +5,8 @@
 
 It lists your tools (one per assistant), calls one (`--assistant`, default `agent`),
 prints each progress notification (at least one per ReACT iteration) and the answer.
-The server's URL and the API key are the ones `jarvis-agents up` saved in its data
-directory, unless JARVIS_MCP_URL and JARVIS_API_KEY say otherwise.
+The server is the API's `/mcp`; the API's URL and the key are the ones `jarvis-agents up`
+saved in its data directory, unless JARVIS_URL and JARVIS_API_KEY say otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from jarvis_agents.cli.client import KEY_FILE, URL_FILE
 from jarvis_agents.config import default_data_dir
 
 
@@ -62,8 +63,8 @@ if __name__ == "__main__":
     parser.add_argument("goal", nargs="?", default="What is 1234 * 902?")
     parser.add_argument("--assistant", default="agent", help="the tool to call (default: agent)")
     args = parser.parse_args()
-    url = os.environ.get("JARVIS_MCP_URL") or saved("mcp_url") or "http://127.0.0.1:8001/mcp"
-    key = os.environ.get("JARVIS_API_KEY") or saved("api_key")
+    url = (os.environ.get("JARVIS_URL") or saved(URL_FILE) or "http://127.0.0.1:8000").rstrip("/") + "/mcp"
+    key = os.environ.get("JARVIS_API_KEY") or saved(KEY_FILE)
     if not key:
         sys.exit("error: no API key: run `make up` first, or set JARVIS_API_KEY")
     sys.exit(anyio.run(main, args.goal, args.assistant, url, key))

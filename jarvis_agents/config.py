@@ -71,6 +71,7 @@ class Settings:
     port: int = 8000
     # JARVIS_MCP_PORT: the MCP server's (`jarvis-agents mcp`); None: the API's port + 1.
     mcp_port: int | None = None
+    mcp_url: str | None = None  # JARVIS_MCP_URL: where the API forwards /mcp (api/mcp_proxy.py)
     model_retries: int = 3
     max_reply_tokens: int = DEFAULT_MAX_REPLY_TOKENS
     max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS
@@ -164,6 +165,7 @@ class Settings:
             max_schedules_per_user=whole_number(env, "JARVIS_MAX_SCHEDULES_PER_USER", 100, low=0),
             port=whole_number(env, "PORT", 8000, low=1, high=65535),
             mcp_port=whole_number(env, "JARVIS_MCP_PORT", 0, low=1, high=65535) or None,
+            mcp_url=_url(env, "JARVIS_MCP_URL", "") if env.get("JARVIS_MCP_URL") else None,
             model_retries=whole_number(env, "JARVIS_MODEL_RETRIES", 3, low=1, high=20),
             max_reply_tokens=whole_number(env, "JARVIS_MAX_REPLY_TOKENS", DEFAULT_MAX_REPLY_TOKENS,
                                   low=1, high=1_000_000),

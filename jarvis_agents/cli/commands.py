@@ -97,7 +97,10 @@ def api(host: str, port: int | None) -> None:
     from api.server import serve
 
     settings = load_settings()
-    serve(settings, host=host, port=port or settings.port)
+    port = port or settings.port
+    # The port it serves on: `/mcp` goes to the MCP server on the port after it, unless
+    # JARVIS_MCP_PORT or JARVIS_MCP_URL say otherwise (as `jarvis-agents up` starts it).
+    serve(settings.with_overrides(port=port), host=host, port=port)
 
 
 @main.command()

@@ -31,8 +31,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from jarvis_agents.cli.client import KEY_FILE, URL_FILE
-
-MCP_URL_FILE = "mcp_url"  # where the MCP server listens, for examples/mcp_client.py
 from jarvis_agents.config import Settings
 from jarvis_agents.errors import ConfigError, DependencyUnavailable, JarvisError
 
@@ -72,7 +70,8 @@ class LocalStack:
 
     @property
     def mcp_url(self) -> str:
-        return f"http://127.0.0.1:{self.mcp_port}/mcp"
+        """Where MCP clients go: the API, which forwards `/mcp` to the MCP server (api/mcp_proxy.py)."""
+        return f"{self.url}/mcp"
 
     @property
     def log_dir(self) -> Path:
@@ -156,7 +155,6 @@ class LocalStack:
         self._wait_http(f"http://127.0.0.1:{self.mcp_port}/healthz", "MCP server")
         self._wait_worker(env["REDIS_URL"])
         _save(settings.data_dir / URL_FILE, self.url)
-        _save(settings.data_dir / MCP_URL_FILE, self.mcp_url)
         return env
     def _start_redis(self) -> str:
         try:

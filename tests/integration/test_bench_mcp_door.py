@@ -1,5 +1,5 @@
-"""`python -m bench.mcp_door`, run small: both sides complete every call and the report
-names both targets. Correctness only: nothing here looks at how fast anything was."""
+"""`python -m bench.mcp_door`, run small: every side completes every call and the report
+names the targets of both MCP doors. Correctness only: nothing here looks at how fast anything was."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def test_the_mcp_bench_compares_both_doors_and_reports_its_targets(pg_server_url
         check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = done.stdout
-    assert "| MCP `tools/call`, one at a time, ≤ 1.3× REST create + `?wait=` (p50) |" in report
-    assert "concurrent callers: MCP agents/s ≥ 0.8× REST's |" in report
+    for door in ("the API's `/mcp`", "`jarvis-agents mcp` itself"):
+        assert (f"| MCP `tools/call` at {door}, one at a time, ≤ 1.3× REST create + `?wait=` "
+                "(p50) |") in report
+        assert f"concurrent callers at {door}: MCP agents/s ≥ 0.8× REST's |" in report
+    assert "Calls that failed (not counted): [{'rest': 0, 'api': 0, 'mcp': 0}]" in report
     assert "load average before the run" in report

@@ -64,8 +64,9 @@ def test_up_runs_an_agent_end_to_end_and_stops_cleanly(tmp_path: Path, fake_olla
         assert run.returncode == 0, run.stdout + run.stderr
         assert "calculate" in run.stdout and "1113068" in run.stdout
         assert "COMPLETED" in run.stdout and "Traceback" not in run.stderr
-        # The MCP server beside it: the example finds its URL and the key by itself.
-        assert f"MCP server (your assistants as tools): http://127.0.0.1:{port + 1}/mcp" in output
+        # MCP at the API's URL (the MCP server beside it answers): the example finds the URL
+        # and the key by itself.
+        assert f"MCP server (your assistants as tools): http://127.0.0.1:{port}/mcp" in output
         example = subprocess.run(
             [sys.executable, "examples/mcp_client.py", "What is 1234 * 902?"],
             env=env, cwd=ROOT, check=False, capture_output=True, text=True, timeout=60)

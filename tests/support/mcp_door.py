@@ -23,9 +23,11 @@ from tests.conftest import Process, cli_env, free_port
 T = TypeVar("T")
 
 
-def launch_mcp(env: dict[str, str], log_path: Path, started: list[Process]) -> str:
-    """Start `jarvis-agents mcp` on a free port with `env`; its /mcp URL once it listens."""
-    port = free_port()
+def launch_mcp(env: dict[str, str], log_path: Path, started: list[Process], *,
+               port: int | None = None) -> str:
+    """Start `jarvis-agents mcp` with `env` on `port` (a free one by default); its /mcp URL
+    once it listens."""
+    port = port or free_port()
     process = Process([sys.executable, "-m", "jarvis_agents.cli", "mcp", "--port", str(port)],
                       cli_env(**env), log_path)
     started.append(process)

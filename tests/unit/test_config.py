@@ -89,6 +89,7 @@ def test_a_postgresql_url_without_a_driver_means_psycopg2(scheme: str) -> None:
         ("PORT", "70000"),
         ("JARVIS_MCP_PORT", "0"),
         ("JARVIS_MCP_PORT", "mcp"),
+        ("JARVIS_MCP_URL", "mcp:8001/mcp"),
         ("JARVIS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
         ("JARVIS_PROVIDER", "anthropic"),
         ("OPENAI_BASE_URL", "localhost:8000/v1"),

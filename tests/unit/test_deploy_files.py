@@ -72,6 +72,7 @@ def test_compose_one_shots_and_start_order(compose: dict[str, Any]) -> None:
     assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert api["depends_on"]["redis"]["condition"] == "service_healthy"
     assert any(str(port).endswith(":8000") for port in api["ports"])
+    assert api["environment"]["JARVIS_MCP_URL"] == "http://mcp:8001/mcp"  # its /mcp goes there
 
     mcp = services["mcp"]
     assert mcp["command"] == ["jarvis-agents", "mcp", "--host", "0.0.0.0"]

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import kubernetes_validate
@@ -194,6 +195,11 @@ def check_mcp(objects: list[Obj]) -> None:
     (service,) = component(objects, "Service", "mcp")
     assert service["spec"]["selector"].items() <= mcp["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["targetPort"] in {"http", port}
+    # The API forwards its /mcp to this Service (README, MCP server).
+    (api,) = component(objects, "Deployment", "api")
+    forwarded = urlsplit(Settings.from_env(environment(container(api), objects)).mcp_url or "")
+    assert (forwarded.hostname, forwarded.port or 80, forwarded.path) == (
+        service["metadata"]["name"], service["spec"]["ports"][0]["port"], "/mcp")
 
 
 def check_workers(objects: list[Obj]) -> None:
