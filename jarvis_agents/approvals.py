@@ -140,8 +140,8 @@ def expire(store: WaitingStore, agent: Agent, *, timeout_s: float) -> Agent | No
     deadline; the agent as failed, or None when it moved on meanwhile."""
     if agent.status is not AgentStatus.WAITING or agent.updated_at is None:
         return None
-    if (agent.waiting_for or {}).get("kind") == "agents":
-        return None  # it waits on its children, not on a person
+    if (agent.waiting_for or {}).get("kind") in ("agents", "remote"):
+        return None  # it waits on its children or a remote agent, not on a person
     now = utcnow()
     if now - agent.updated_at < timedelta(seconds=timeout_s):
         return None

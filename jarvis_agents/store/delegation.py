@@ -86,6 +86,23 @@ class DelegationRows:
             ).limit(limit))
         return [agent_from_row(row) for row in rows]
 
+    def remote_waits(self, *, limit: int = 100) -> list[Agent]:
+        """Children standing for calls of remote delegates, still open, oldest first."""
+        rows = self._read(
+            select(*AGENT_READ).where(
+                agents.c.status == AgentStatus.WAITING.value,
+                cast(agents.c.waiting_for, String).like('%"kind": "remote"%'),
+            ).order_by(agents.c.updated_at).limit(limit))
+        return [agent_from_row(row) for row in rows]
+
+    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+        """Record the remote task of a call's child while it still waits; False if it ended."""
+        with self._engine.begin() as conn:
+            return conn.execute(
+                update(agents).where(agents.c.id == agent_id,
+                                     agents.c.status == AgentStatus.WAITING.value)
+                .values(waiting_for=waiting_for, updated_at=now)).rowcount == 1
+
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         """Children still going whose caller was cancelled: a cascade a crash cut short."""
         caller = agents.alias("caller")

@@ -50,6 +50,20 @@ class MemoryDelegation:
                 found.append(agent)
         return found[:limit]
 
+    def remote_waits(self, *, limit: int = 100) -> list[Agent]:
+        with self.store.lock:
+            agents = list(self.store.agents.values())
+        return [a for a in agents if a.status is AgentStatus.WAITING
+                and (a.waiting_for or {}).get("kind") == "remote"][:limit]
+
+    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+        with self.store.lock:
+            current = self.store.agents.get(agent_id)
+            if current is None or current.status is not AgentStatus.WAITING:
+                return False
+            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for, updated_at=now)
+            return True
+
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         with self.store.lock:
             agents = dict(self.store.agents)

@@ -1,0 +1,141 @@
+"""Remote delegates end to end (README, Agents that call agents): a stack whose
+JARVIS_A2A_AGENTS names an agent served by a second stack (its own API, worker and
+database) over A2A, reached with the official `a2a-sdk` client."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import free_port, held_redis_db, new_pg_database, stop_all, worker_process
+from tests.support.api_server import Api, launch, wait_until
+from tests.support.delegation_team import Team, role
+from tests.support.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.integration
+pytest_plugins = ["tests.support.api_fixtures"]  # stack
+
+
+@pytest.fixture(scope="module")
+def stack_model() -> Iterator[FakeOllama]:
+    with FakeOllama() as server:
+        server.default_capabilities = ["completion", "tools"]
+        yield server
+
+
+@pytest.fixture(scope="module")
+def far(stack_model: FakeOllama, redis_dbs_lock: None,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, str]]:
+    """The remote side: an API and a worker of their own, and the key of its user."""
+    with new_pg_database() as database_url, held_redis_db() as redis_url:
+        env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
+               "OLLAMA_HOST": stack_model.url, "JARVIS_HEARTBEAT_INTERVAL": "1"}
+        logs = tmp_path_factory.mktemp("far")
+        started = [worker_process(env, logs / "worker.log")]
+        try:
+            api = launch(env, logs / "api.log", started)
+            started[0].wait_for("ready.", timeout_s=60)
+            yield api, api.user()
+        finally:
+            stop_all(started)
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(far: tuple[Api, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    api, key = far
+    path = tmp_path_factory.mktemp("a2a") / "agents.json"
+    path.write_text(json.dumps({"agents": {
+        "far": {"url": f"{api.url}/.well-known/agent-card.json",
+                "headers": {"Authorization": f"Bearer {key}"}},
+        "gone": {"url": f"http://127.0.0.1:{free_port()}/.well-known/agent-card.json"},
+    }}))
+    return {"JARVIS_A2A_AGENTS": str(path)}
+
+
+def boss(http: httpx.Client, delegate: str) -> None:
+    made = http.post("/api/v1/assistants", json={
+        "name": f"boss-{delegate}", "instructions": role("boss"), "delegates": [delegate]})
+    assert made.status_code == 201, made.text
+
+
+def ended(http: httpx.Client, agent_id: str) -> dict[str, Any]:
+    return wait_until(lambda: (a := http.get(f"/api/v1/agents/{agent_id}").json())["status"]
+                      in ("COMPLETED", "FAILED", "CANCELLED") and a, timeout_s=60)
+
+
+def children(http: httpx.Client, caller_id: str) -> list[dict[str, Any]]:
+    return http.get("/api/v1/agents", params={"caller_id": caller_id}).json()["agents"]
+
+
+def test_a_boss_asks_a_remote_agent_and_answers_with_its_artifact(stack, far):
+    team = Team()
+    stack.fake.responder = team  # the remote agent, of no assistant of the team, answers 42
+    far_api, far_key = far
+    with stack.api.client(stack.api.user()) as http:
+        boss(http, "far")
+        caller = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss-far"}).json()
+        done = ended(http, caller["id"])
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"] == "The team says: 42"
+        [child] = children(http, caller["id"])
+        assert child["goal"] == team.questions[0] and child["status"] == "COMPLETED"
+        assert child["final_answer"] == "42" and child["caller_id"] == caller["id"]
+    with far_api.client(far_key) as remote:  # the goal ran there, as an agent of its user
+        [task] = remote.get("/api/v1/agents").json()["agents"]
+        assert task["goal"] == team.questions[0] and task["status"] == "COMPLETED"
+
+
+def test_an_unreachable_remote_agent_is_an_observation(stack):
+    stack.fake.responder = Team()
+    with stack.api.client(stack.api.user()) as http:
+        boss(http, "gone")
+        caller = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss-gone"}).json()
+        done = ended(http, caller["id"])
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"].startswith(
+            "The team says: failed: the remote agent 'gone' could not be reached"), done
+
+
+def test_cancelling_the_caller_cancels_the_remote_task(stack, far):
+    team = Team()
+    held = threading.Event()
+
+    def responder(request: dict[str, Any]) -> Any:
+        if "ROLE:" not in request["messages"][0]["content"]:
+            held.wait(60)  # the remote agent works until the test lets it go
+        return team(request)
+
+    stack.fake.responder = responder
+    far_api, far_key = far
+    try:
+        with stack.api.client(stack.api.user()) as http, far_api.client(far_key) as remote:
+            boss(http, "far")
+            caller = http.post("/api/v1/agents", json={"goal": "Boil", "assistant": "boss-far"}).json()
+            child = wait_until(lambda: (c := children(http, caller["id"])) and c[0]["status"] == "WAITING"
+                               and c[0], timeout_s=60)
+            task_id = child["waiting_for"]["task_id"]
+            assert remote.get(f"/api/v1/agents/{task_id}").json()["status"] in ("PENDING", "RUNNING")
+            assert http.delete(f"/api/v1/agents/{caller['id']}").status_code == 200
+            wait_until(lambda: remote.get(f"/api/v1/agents/{task_id}").json()["status"] == "CANCELLED",
+                       timeout_s=30)
+            assert http.get(f"/api/v1/agents/{child['id']}").json()["status"] == "CANCELLED"
+    finally:
+        held.set()
+
+
+def test_a_bad_agents_file_is_a_clear_startup_error(tmp_path: Path):
+    from jarvis_agents.config import Settings
+    from jarvis_agents.errors import ConfigError
+
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps({"agents": {"far": {"url": "ftp://nowhere"}}}))
+    with pytest.raises(ConfigError, match="JARVIS_A2A_AGENTS: .*'far': `url` must be"):
+        Settings.from_env({"JARVIS_A2A_AGENTS": str(path)})
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings.from_env({"JARVIS_A2A_AGENTS": str(tmp_path / "missing.json")})
