@@ -93,6 +93,8 @@ def observation_of(child: Agent) -> str:
             return json.dumps(child.output)
         return child.final_answer or ""
     if child.status is AgentStatus.FAILED:
+        if (child.waiting_for or {}).get("kind") == "remote":
+            return child.error or ""  # says what became of the remote task (delegation/remote.py)
         return f"failed: {child.error}"
     return "cancelled"
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import free_port, held_redis_db, new_pg_database, stop_all, worker_process
 from tests.support.api_server import Api, launch, wait_until
-from tests.support.delegation_team import Team, role
+from tests.support.delegation_team import Team, call, role
 from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.integration
@@ -35,7 +35,8 @@ def far(stack_model: FakeOllama, redis_dbs_lock: None,
     """The remote side: an API and a worker of their own, and the key of its user."""
     with new_pg_database() as database_url, held_redis_db() as redis_url:
         env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
-               "OLLAMA_HOST": stack_model.url, "JARVIS_HEARTBEAT_INTERVAL": "1"}
+               "OLLAMA_HOST": stack_model.url, "JARVIS_HEARTBEAT_INTERVAL": "1",
+               "JARVIS_APPROVE_TOOLS": "calculate"}  # its agents ask before they calculate
         logs = tmp_path_factory.mktemp("far")
         started = [worker_process(env, logs / "worker.log")]
         try:
@@ -99,7 +100,26 @@ def test_an_unreachable_remote_agent_is_an_observation(stack):
         done = ended(http, caller["id"])
         assert done["status"] == "COMPLETED", done
         assert done["final_answer"].startswith(
-            "The team says: failed: the remote agent 'gone' could not be reached"), done
+            "The team says: the remote agent 'gone' could not be reached"), done
+
+
+def test_a_remote_agent_that_needs_input_is_an_observation_quoting_it(stack):
+    team = Team(questions=("calculate 1+1",))
+
+    def responder(request: dict[str, Any]) -> Any:
+        if "ROLE:" not in request["messages"][0]["content"]:  # the remote agent
+            return call("calculate", ["1+1"], native=bool(request.get("tools")))
+        return team(request)
+
+    stack.fake.responder = responder
+    with stack.api.client(stack.api.user()) as http:
+        boss(http, "far")
+        caller = http.post("/api/v1/agents", json={"goal": "Add", "assistant": "boss-far"}).json()
+        done = ended(http, caller["id"])
+        assert done["status"] == "COMPLETED", done
+        assert done["final_answer"].startswith(
+            "The team says: the remote agent 'far' needs input to go on; it asks: "), done
+        assert "calculate" in done["final_answer"]
 
 
 def test_cancelling_the_caller_cancels_the_remote_task(stack, far):
