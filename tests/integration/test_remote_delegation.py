@@ -1,6 +1,6 @@
 """Remote delegates end to end (README, Agents that call agents): a stack whose
-JARVIS_A2A_AGENTS names an agent served by a second stack (its own API, worker and
-database) over A2A, reached with the official `a2a-sdk` client."""
+JARVIS_A2A_AGENTS names an agent served by a second stack over A2A
+(tests/support/remote_agents.py), reached with the official `a2a-sdk` client."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import free_port, held_redis_db, new_pg_database, stop_all, worker_process
-from tests.support.api_server import Api, launch, wait_until
+from tests.support.api_server import Api, wait_until
 from tests.support.delegation_team import Team, call, role
 from tests.support.fake_ollama import FakeOllama
+from tests.support.remote_agents import agents_file, far_stack
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.api_fixtures"]  # stack
@@ -32,31 +32,13 @@ def stack_model() -> Iterator[FakeOllama]:
 @pytest.fixture(scope="module")
 def far(stack_model: FakeOllama, redis_dbs_lock: None,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, str]]:
-    """The remote side: an API and a worker of their own, and the key of its user."""
-    with new_pg_database() as database_url, held_redis_db() as redis_url:
-        env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
-               "OLLAMA_HOST": stack_model.url, "JARVIS_HEARTBEAT_INTERVAL": "1",
-               "JARVIS_APPROVE_TOOLS": "calculate"}  # its agents ask before they calculate
-        logs = tmp_path_factory.mktemp("far")
-        started = [worker_process(env, logs / "worker.log")]
-        try:
-            api = launch(env, logs / "api.log", started)
-            started[0].wait_for("ready.", timeout_s=60)
-            yield api, api.user()
-        finally:
-            stop_all(started)
+    with far_stack(stack_model.url, tmp_path_factory.mktemp("far")) as remote:
+        yield remote
 
 
 @pytest.fixture(scope="module")
 def stack_extra_env(far: tuple[Api, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    api, key = far
-    path = tmp_path_factory.mktemp("a2a") / "agents.json"
-    path.write_text(json.dumps({"agents": {
-        "far": {"url": f"{api.url}/.well-known/agent-card.json",
-                "headers": {"Authorization": f"Bearer {key}"}},
-        "gone": {"url": f"http://127.0.0.1:{free_port()}/.well-known/agent-card.json"},
-    }}))
-    return {"JARVIS_A2A_AGENTS": str(path)}
+    return agents_file(far, tmp_path_factory.mktemp("a2a") / "agents.json")
 
 
 def boss(http: httpx.Client, delegate: str) -> None:
