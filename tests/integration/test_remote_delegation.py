@@ -5,6 +5,8 @@ JARVIS_A2A_AGENTS names an agent served by a second stack over A2A
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import cli_env
 from tests.support.api_server import Api, wait_until
 from tests.support.delegation_team import Team, call, role
 from tests.support.fake_ollama import FakeOllama
@@ -115,13 +118,18 @@ def test_cancelling_the_caller_cancels_the_remote_task(stack, far):
 
     stack.fake.responder = responder
     far_api, far_key = far
+    key = stack.api.user()
     try:
-        with stack.api.client(stack.api.user()) as http, far_api.client(far_key) as remote:
+        with stack.api.client(key) as http, far_api.client(far_key) as remote:
             boss(http, "far")
             caller = http.post("/api/v1/agents", json={"goal": "Boil", "assistant": "boss-far"}).json()
             child = wait_until(lambda: (c := children(http, caller["id"])) and c[0]["status"] == "WAITING"
                                and c[0], timeout_s=60)
             task_id = child["waiting_for"]["task_id"]
+            shown = subprocess.run([sys.executable, "-m", "jarvis_agents.cli", "show", child["id"]],
+                                   env=cli_env(JARVIS_URL=stack.api.url, JARVIS_API_KEY=key),
+                                   capture_output=True, text=True, timeout=60, check=True).stdout
+            assert f"the remote agent far's task {task_id}" in shown, shown
             assert remote.get(f"/api/v1/agents/{task_id}").json()["status"] in ("PENDING", "RUNNING")
             assert http.delete(f"/api/v1/agents/{caller['id']}").status_code == 200
             wait_until(lambda: remote.get(f"/api/v1/agents/{task_id}").json()["status"] == "CANCELLED",
