@@ -6,7 +6,8 @@ A call's child is an agent row like a local one, keyed by its caller and call id
 create on. A worker that claims it does not run a model: it sends the goal
 (`SendMessage`, returning at once) and parks the child WAITING with the remote task's
 id; a crash before that commit sends it again on the next claim. No thread waits on
-the remote task: each sweep asks (`GetTask`) after every open call at once, and moves
+the remote task: the workers' sweeps ask (`GetTask`) after the open calls in batches,
+each call once per period (claimed in SQL), and move
 a call whose task has ended back to PENDING with the outcome; its next claim ends it
 COMPLETED (the artifacts' text) or FAILED (saying why), and its end wakes the caller
 as a local child's does. Cancelling it (its caller's cascade) cancels the remote task.
@@ -18,6 +19,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from jarvis_agents.assistants import default_assistant, new_agent
@@ -117,10 +119,13 @@ class RemoteCalls:
     # --- the sweep ------------------------------------------------------------------------
 
     def sweep(self) -> int:
-        """Ask after every open call, one round of `GetTask`s per remote agent; queue the
-        children whose task ended to be ended. How many it moved."""
+        """Ask after the open calls due (each once per JARVIS_HEARTBEAT_INTERVAL across all
+        workers), one round of `GetTask`s per remote agent; queue the children whose task
+        ended to be ended. How many it moved."""
         by_agent: dict[str, list[Agent]] = defaultdict(list)
-        for child in self.repository.delegation.remote_waits():
+        now = utcnow()
+        polled_before = now - timedelta(seconds=self.settings.heartbeat_interval_s)
+        for child in self.repository.delegation.remote_due(polled_before=polled_before, now=now):
             call = remote_of(child) or {}
             if call.get("task_id"):
                 by_agent[str(call.get("agent"))].append(child)
@@ -151,10 +156,10 @@ class RemoteCalls:
         task_id = f"{child.id}:{child.attempt + 1}"
         if not self.repository.transition(child.id, AgentStatus.WAITING, AgentStatus.PENDING,
                                           attempt=child.attempt, waiting_for=waiting_for,
-                                          task_id=task_id, now=now):
+                                          task_id=task_id, heartbeat_at=None, now=now):
             return 0
         self.enqueue(replace(child, status=AgentStatus.PENDING, waiting_for=waiting_for,
-                             task_id=task_id, updated_at=now))
+                             task_id=task_id, heartbeat_at=None, updated_at=now))
         return 1
 
     # --- cancels --------------------------------------------------------------------------

@@ -50,11 +50,16 @@ class MemoryDelegation:
                 found.append(agent)
         return found[:limit]
 
-    def remote_waits(self, *, limit: int = 100) -> list[Agent]:
+    def remote_due(self, *, polled_before: datetime, now: datetime, limit: int = 100) -> list[Agent]:
         with self.store.lock:
-            agents = list(self.store.agents.values())
-        return [a for a in agents if a.status is AgentStatus.WAITING
-                and (a.waiting_for or {}).get("kind") == "remote"][:limit]
+            due = [a for a in self.store.agents.values() if a.status is AgentStatus.WAITING
+                   and (a.waiting_for or {}).get("kind") == "remote"
+                   and (a.heartbeat_at is None or a.heartbeat_at < polled_before)]
+            due.sort(key=lambda a: (a.heartbeat_at is not None, a.heartbeat_at or now))
+            claimed = [replace(a, heartbeat_at=now) for a in due[:limit]]
+            for agent in claimed:
+                self.store.agents[agent.id] = agent
+            return claimed
 
     def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
         with self.store.lock:
