@@ -44,9 +44,10 @@ def stack_extra_env(far: tuple[Api, str], tmp_path_factory: pytest.TempPathFacto
     return agents_file(far, tmp_path_factory.mktemp("a2a") / "agents.json")
 
 
-def boss(http: httpx.Client, delegate: str) -> None:
+def boss(http: httpx.Client, delegate: str, mode: str = "auto") -> None:
     made = http.post("/api/v1/assistants", json={
-        "name": f"boss-{delegate}", "instructions": role("boss"), "delegates": [delegate]})
+        "name": f"boss-{delegate}", "instructions": role("boss"), "delegates": [delegate],
+        "mode": mode})
     assert made.status_code == 201, made.text
 
 
@@ -59,12 +60,13 @@ def children(http: httpx.Client, caller_id: str) -> list[dict[str, Any]]:
     return http.get("/api/v1/agents", params={"caller_id": caller_id}).json()["agents"]
 
 
-def test_a_boss_asks_a_remote_agent_and_answers_with_its_artifact(stack, far):
+@pytest.mark.parametrize("mode", ["native", "react"])
+def test_a_boss_asks_a_remote_agent_and_answers_with_its_artifact(stack, far, mode):
     team = Team()
     stack.fake.responder = team  # the remote agent, of no assistant of the team, answers 42
     far_api, far_key = far
     with stack.api.client(stack.api.user()) as http:
-        boss(http, "far")
+        boss(http, "far", mode)
         caller = http.post("/api/v1/agents", json={"goal": "What boils?", "assistant": "boss-far"}).json()
         done = ended(http, caller["id"])
         assert done["status"] == "COMPLETED", done
@@ -73,7 +75,7 @@ def test_a_boss_asks_a_remote_agent_and_answers_with_its_artifact(stack, far):
         assert child["goal"] == team.questions[0] and child["status"] == "COMPLETED"
         assert child["final_answer"] == "42" and child["caller_id"] == caller["id"]
     with far_api.client(far_key) as remote:  # the goal ran there, as an agent of its user
-        [task] = remote.get("/api/v1/agents").json()["agents"]
+        task = remote.get("/api/v1/agents").json()["agents"][0]  # the latest
         assert task["goal"] == team.questions[0] and task["status"] == "COMPLETED"
 
 
