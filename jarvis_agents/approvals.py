@@ -117,7 +117,7 @@ def answer(
     create does: past `max_active` it is RateLimited and the agent goes on waiting
     (README, Approvals). The caller queues the agent."""
     waiting = agent.waiting_for or {}
-    if agent.status is not AgentStatus.WAITING or waiting.get("kind") == "agents":
+    if agent.status is not AgentStatus.WAITING or agent.waits_on_agents:
         raise Conflict(f"agent {agent.id} is {agent.status.value}, not waiting for an approval",
                        code="not_waiting")
     if waiting.get("call_id") != call_id:
@@ -140,8 +140,8 @@ def expire(store: WaitingStore, agent: Agent, *, timeout_s: float) -> Agent | No
     deadline; the agent as failed, or None when it moved on meanwhile."""
     if agent.status is not AgentStatus.WAITING or agent.updated_at is None:
         return None
-    if (agent.waiting_for or {}).get("kind") == "agents":
-        return None  # it waits on its children, not on a person
+    if agent.waits_on_agents:
+        return None  # it waits on its children or a remote agent, not on a person
     now = utcnow()
     if now - agent.updated_at < timedelta(seconds=timeout_s):
         return None

@@ -14,6 +14,7 @@ from jarvis_agents.durations import duration_s
 from jarvis_agents.env_values import flag, seconds, seconds_list, whole_number
 from jarvis_agents.errors import ConfigError
 from jarvis_agents.redaction import HIDDEN, redacted_url
+from jarvis_agents.remote_agents import RemoteAgent, load_a2a_agents
 from jarvis_agents.tools.mcp.config import McpServerConfig, load_mcp_config
 
 DEFAULT_MODEL = "llama3.2"  # 3B, tool-capable, ~2 GB: runs on a laptop CPU.
@@ -104,6 +105,7 @@ class Settings:
     approval_timeout_s: float = 86400.0
     # JARVIS_MAX_DELEGATION_DEPTH: the deepest a child agent may be (a client's is at 0).
     max_delegation_depth: int = 3
+    a2a_agents: tuple[RemoteAgent, ...] = ()  # JARVIS_A2A_AGENTS: remote delegates
     # JARVIS_MODEL_CONCURRENCY: (model, calls at once across all workers) pairs
     model_concurrency: tuple[tuple[str, int], ...] = ()
     model_idle_s: float = MODEL_IDLE_S  # JARVIS_MODEL_IDLE, for tests only
@@ -205,6 +207,7 @@ class Settings:
             ),
             approval_timeout_s=seconds(env, "JARVIS_APPROVAL_TIMEOUT", 86400.0),
             max_delegation_depth=whole_number(env, "JARVIS_MAX_DELEGATION_DEPTH", 3, low=0),
+            a2a_agents=load_a2a_agents(env.get("JARVIS_A2A_AGENTS") or None),
             model_concurrency=_model_caps(env.get("JARVIS_MODEL_CONCURRENCY") or ""),
             model_idle_s=seconds(env, "JARVIS_MODEL_IDLE", MODEL_IDLE_S),
             retention_s=duration_s("JARVIS_RETENTION", env.get("JARVIS_RETENTION")),

@@ -285,8 +285,10 @@ class Agent:
 
     @property
     def waits_on_agents(self) -> bool:
-        """WAITING on the agents it called (README, Agents that call agents), not on a person."""
-        return self.status is AgentStatus.WAITING and (self.waiting_for or {}).get("kind") == "agents"
+        """WAITING on the agents it called (README, Agents that call agents), or standing
+        for a call of a remote one, not on a person."""
+        return (self.status is AgentStatus.WAITING
+                and (self.waiting_for or {}).get("kind") in ("agents", "remote"))
 
     @property
     def duration_ms(self) -> int | None:

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jarvis_agents.config import Settings
+from jarvis_agents.delegation.remote import remote_of
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import DependencyUnavailable, first_line
 from jarvis_agents.events import CONTROL_CHANNEL, EventBus, decode
@@ -141,7 +142,10 @@ class AgentRunner:
         token = current_agent_id.set(str(agent.id))
         log.info("running agent %s (attempt %s)", agent.id, agent.attempt)
         try:
-            ended = self.executor.run(agent, should_stop=signal, check_status=self._status_checks())
+            if remote_of(agent) is not None:  # a call of a remote delegate: no model to run
+                ended = self.sweeper.delegation.remote.run(agent)
+            else:
+                ended = self.executor.run(agent, should_stop=signal, check_status=self._status_checks())
             if ended is not None:
                 log.info("agent %s %s after %s steps", agent.id, ended.status.value, ended.step_count)
                 self._ended(ended)

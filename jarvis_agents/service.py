@@ -124,8 +124,9 @@ class AgentService:
         self.webhook_check = webhook_check
         # RequestError for a model its server says it does not have (llm/readiness.py).
         self.model_check = model_check
-        self.assistants = Assistants(repository.assistants, settings=settings,
-                                     known_tools=self._known_tools)
+        self.assistants = Assistants(
+            repository.assistants, settings=settings, known_tools=self._known_tools,
+            remote_agents=lambda: [agent.name for agent in settings.a2a_agents])
         self.delegation = Delegation(repository=repository, settings=settings,
                                      dispatcher=dispatcher, events=events)
         self.schedules = Schedules(repository.schedules, settings=settings,

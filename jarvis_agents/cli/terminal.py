@@ -276,6 +276,10 @@ def agent_details(console: Console, agent: dict[str, Any], *,
     if waiting and waiting.get("kind") == "agents":
         since = local_time(waiting.get("since"))
         fields.insert(2, ("waiting_for", f"{len(waiting['agent_ids'])} agent(s) it called, since {since}"))
+    elif waiting and waiting.get("kind") == "remote":  # a call of a remote delegate
+        since = local_time(waiting.get("since"))
+        task = f"the remote agent {waiting.get('agent')}'s task {waiting.get('task_id')}"
+        fields.insert(2, ("waiting_for", f"{task}, since {since}"))
     elif waiting:
         call = f"{waiting.get('tool')}({json.dumps(waiting.get('input'), ensure_ascii=False)})"
         hint = f"jarvis-agents approve {agent['id']} [--deny]"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from jarvis_agents.approvals import Answer, call_id_of
 from jarvis_agents.assistants import find_assistant, new_agent
 from jarvis_agents.config import Settings
+from jarvis_agents.delegation.remote import RemoteCalls
 from jarvis_agents.delegation.tools import (
     child_ids,
     delegate_of,
@@ -65,6 +66,8 @@ class Delegation:
         self.settings = settings
         self.dispatcher = dispatcher
         self.events = events
+        self.remote = RemoteCalls(repository=repository, settings=settings, events=events,
+                                  enqueue=self._enqueue)
 
     # --- the caller's attempt ------------------------------------------------------
 
@@ -72,7 +75,8 @@ class Delegation:
         """The agent's tools with its `ask_<name>` ones besides."""
         if not agent.delegates:
             return registry
-        return registry.plus(delegate_tools(agent, self.repository.assistants))
+        return registry.plus(delegate_tools(agent, self.repository.assistants,
+                                            remote=self.remote.agents))
 
     def calls(self, agent: Agent, acts: Sequence[Step]) -> list[Step]:
         """The ACTs that call one of the agent's delegates."""
@@ -137,10 +141,12 @@ class Delegation:
         name = delegate_of(caller, act) or ""
         try:
             assistant = find_assistant(self.repository.assistants, caller.user_id, name)
+            child = new_agent(user_id=caller.user_id, goal=goal, assistant=assistant,
+                              settings=self.settings)
         except JarvisError:
-            return f"not started: the assistant '{name}' no longer exists"
-        child = new_agent(user_id=caller.user_id, goal=goal, assistant=assistant,
-                          settings=self.settings)
+            if name not in self.remote.agents:
+                return f"not started: the assistant '{name}' no longer exists"
+            child = self.remote.child(caller, name, goal)
         return replace(child, task_id=str(child.id), caller_id=caller.id, caller_call_id=call_id,
                        root_id=caller.root_id or caller.id, depth=depth)
 
@@ -212,6 +218,7 @@ class Delegation:
                                           stop_reason=done.stop_reason,
                                           completed_at=done.completed_at, now=done.updated_at):
                 won = True
+                self.remote.cancelled(current)
                 self.events.publish_cancel(current.id)
                 self.events.publish_status(done)
                 self.dispatcher.revoke([t for t in {str(current.id), current.task_id} if t])
@@ -220,9 +227,11 @@ class Delegation:
         return int(won) + self.cancel_children(agent.id)
 
     def sweep(self) -> int:
-        """Wake callers whose children all ended unnoticed, and cancel the children of
-        cancelled callers that a cascade missed; how many agents it moved."""
-        moved = sum(1 for caller in self.rows.ended_waits() if self.wake(caller) is not None)
+        """Ask after open calls of remote delegates, wake callers whose children all ended
+        unnoticed, and cancel the children of cancelled callers that a cascade missed;
+        how many agents it moved."""
+        moved = self.remote.sweep()
+        moved += sum(1 for caller in self.rows.ended_waits() if self.wake(caller) is not None)
         for orphan in self.rows.orphans():
             moved += self.cancel(orphan)
         return moved

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from jarvis_agents.assistants import AssistantStore, find_assistant
@@ -43,14 +43,20 @@ class DelegateTool:
         raise ToolError(f"{self.name} starts an agent; it cannot run as a plain tool")
 
 
-def delegate_tools(agent: Agent, assistants: AssistantStore) -> list[RegisteredTool]:
+def delegate_tools(agent: Agent, assistants: AssistantStore, *,
+                   remote: Collection[str] = ()) -> list[RegisteredTool]:
     """The agent's `ask_<name>` tools, described as their assistants are now (one read
-    per delegate; a delegate deleted since is left out)."""
+    per delegate; a delegate deleted since is left out); a name that is none of the
+    user's assistants may be one of the `remote` agents (JARVIS_A2A_AGENTS)."""
     found = []
     for name in agent.delegates or ():
         try:
             assistant = find_assistant(assistants, agent.user_id, name)
         except JarvisError:
+            if name in remote:
+                found.append(RegisteredTool.of(DelegateTool(name, (
+                    f"Ask the remote agent '{name}' to do a task and wait for its answer.")),
+                    source=SOURCE))
             continue
         description = (assistant.config.description
                        or f"Ask the assistant '{name}' to do a task and wait for its answer.")
@@ -87,6 +93,8 @@ def observation_of(child: Agent) -> str:
             return json.dumps(child.output)
         return child.final_answer or ""
     if child.status is AgentStatus.FAILED:
+        if (child.waiting_for or {}).get("kind") == "remote":
+            return child.error or ""  # says what became of the remote task (delegation/remote.py)
         return f"failed: {child.error}"
     return "cancelled"
 

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, String, and_, cast, exists, insert, select, update
+from sqlalchemy import Engine, String, and_, cast, exists, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -85,6 +85,32 @@ class DelegationRows:
                                      child.c.status.not_in(_ENDED))),
             ).limit(limit))
         return [agent_from_row(row) for row in rows]
+
+    def remote_due(self, *, polled_before: datetime, now: datetime, limit: int = 100) -> list[Agent]:
+        """Claim the open calls of remote delegates not asked after since `polled_before`,
+        least recently asked first: each is asked by one sweep per period, however many
+        workers sweep, and none waits behind the first `limit`. A WAITING row's
+        `heartbeat_at` (unused while it waits) holds when it was last asked."""
+        due = and_(agents.c.status == AgentStatus.WAITING.value,
+                   cast(agents.c.waiting_for, String).like('%"kind": "remote"%'),
+                   or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < polled_before))
+        ids = [row["id"] for row in self._read(
+            select(agents.c.id).where(due)
+            .order_by(agents.c.heartbeat_at.is_not(None), agents.c.heartbeat_at).limit(limit))]
+        if not ids:
+            return []
+        with self._engine.begin() as conn:
+            conn.execute(update(agents).where(agents.c.id.in_(ids), due).values(heartbeat_at=now))
+        rows = self._read(select(*AGENT_READ).where(agents.c.id.in_(ids), agents.c.heartbeat_at == now))
+        return [agent_from_row(row) for row in rows]
+
+    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+        """Record the remote task of a call's child while it still waits; False if it ended."""
+        with self._engine.begin() as conn:
+            return conn.execute(
+                update(agents).where(agents.c.id == agent_id,
+                                     agents.c.status == AgentStatus.WAITING.value)
+                .values(waiting_for=waiting_for, updated_at=now)).rowcount == 1
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         """Children still going whose caller was cancelled: a cascade a crash cut short."""

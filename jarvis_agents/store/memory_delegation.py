@@ -50,6 +50,25 @@ class MemoryDelegation:
                 found.append(agent)
         return found[:limit]
 
+    def remote_due(self, *, polled_before: datetime, now: datetime, limit: int = 100) -> list[Agent]:
+        with self.store.lock:
+            due = [a for a in self.store.agents.values() if a.status is AgentStatus.WAITING
+                   and (a.waiting_for or {}).get("kind") == "remote"
+                   and (a.heartbeat_at is None or a.heartbeat_at < polled_before)]
+            due.sort(key=lambda a: (a.heartbeat_at is not None, a.heartbeat_at or now))
+            claimed = [replace(a, heartbeat_at=now) for a in due[:limit]]
+            for agent in claimed:
+                self.store.agents[agent.id] = agent
+            return claimed
+
+    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+        with self.store.lock:
+            current = self.store.agents.get(agent_id)
+            if current is None or current.status is not AgentStatus.WAITING:
+                return False
+            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for, updated_at=now)
+            return True
+
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         with self.store.lock:
             agents = dict(self.store.agents)

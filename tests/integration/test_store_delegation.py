@@ -11,7 +11,7 @@ import pytest
 
 from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
 from jarvis_agents.store.repository import Repository
-from tests.support.store import new_agent, running
+from tests.support.store import new_agent, running, running_of
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +86,21 @@ def test_the_sweeper_finds_ended_waits_and_orphans(repository: Repository) -> No
                                  stop_reason=StopReason.CANCELLED)
     orphans = {a.id for a in repository.delegation.orphans()}
     assert {k.id for k in others} <= orphans and not {k.id for k in kids} & orphans
+
+
+def test_an_open_remote_call_is_asked_after_once_per_period(repository: Repository) -> None:
+    from datetime import timedelta
+
+    caller, _ = parked(repository)
+    child = replace(child_of(caller, "call_r"), waiting_for={"kind": "remote", "agent": "far"})
+    claimed = running_of(repository, child)
+    sent = {"kind": "remote", "agent": "far", "task_id": "t-1"}
+    assert repository.transition(child.id, AgentStatus.RUNNING, AgentStatus.WAITING,
+                                 attempt=claimed.attempt, waiting_for=sent, heartbeat_at=None)
+    now = utcnow()
+    [due] = repository.delegation.remote_due(polled_before=now, now=now)
+    assert due.id == child.id and due.waiting_for == sent
+    # Asked now: another sweep within the period finds nothing; one after it, the call.
+    assert repository.delegation.remote_due(polled_before=now, now=now + timedelta(seconds=1)) == []
+    later = now + timedelta(seconds=5)
+    assert [a.id for a in repository.delegation.remote_due(polled_before=later, now=later)] == [child.id]

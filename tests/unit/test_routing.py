@@ -185,9 +185,13 @@ class SweepRepository:
 
 
 class NoCallers:
-    """No caller waits on its children here, and none was cancelled with children left."""
+    """No caller waits on its children here, none was cancelled with children left, and
+    no remote delegate was called."""
 
     def ended_waits(self) -> list[Any]:
+        return []
+
+    def remote_due(self, **_: Any) -> list[Any]:
         return []
 
     def orphans(self) -> list[Any]:
