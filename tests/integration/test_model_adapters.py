@@ -230,6 +230,9 @@ def test_a_reply_past_the_cap_is_cut_marked_and_read_no_further(
     model_server: FakeOllama, chat_model: Adapter
 ) -> None:
     model_server.responder = lambda request: HUGE
+    # A moment between pieces, as a model has: the server looks for a hang-up then, and
+    # cannot write the whole reply into the sockets' buffers before the client goes.
+    model_server.chunk_delay_s = 0.001
     deltas: list[str] = []
     reply = reply_to(chat_model, timeout_s=30, deltas=deltas)
     assert reply.content == HUGE[:65536] + "\n\n[reply cut at 65536 characters]"
