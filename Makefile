@@ -31,10 +31,10 @@ up: $(VENV)/.runtime
 demo-model: $(VENV)/.runtime
 	$(BIN)/jarvis-agents demo-model
 
-# Two sessions at once (pytest-xdist), each test file in one of them: the tests mostly
-# wait on servers and processes, so two share the machine's cores well. PYTEST_ARGS=-n0
-# runs them in one session.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Three sessions at once (pytest-xdist), each test file in one of them: the tests mostly
+# wait on servers and processes, so three share 2 cores well. PYTEST_ARGS=-n0 runs them
+# in one session.
+PYTEST_ARGS ?= -n 3 --dist loadfile
 
 test: $(VENV)/.installed
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -127,7 +127,7 @@ def repository(database_url: str) -> Iterator[Any]:
 
 def _redis_block() -> range:
     """The databases of the shared Redis this session may use: 1-15, or under
-    pytest-xdist (`make test` runs 2 sessions at once) its share of them, one block
+    pytest-xdist (`make test` runs 3 sessions at once) its share of them, one block
     per xdist worker, so that no two sessions ever flush or share a database."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
@@ -153,7 +153,7 @@ def redis_dbs_lock() -> Iterator[None]:
     Two sessions cycling through the same databases would flush each other's
     queues and steal each other's tasks; a second session waits here instead. Each
     database has a lock of its own, taken in ascending order, so that blocks that
-    overlap (a plain `pytest` beside `make test`'s two sessions) exclude each other.
+    overlap (a plain `pytest` beside `make test`'s sessions) exclude each other.
     """
     import fcntl
     import tempfile
@@ -216,7 +216,7 @@ def held_redis_db() -> Iterator[str]:
 def private_redis(directory: Path) -> Iterator[str]:
     """A redis-server of the caller's own, for a test that reads the server's figures
     (`INFO commandstats`): on the shared server they count every session's commands,
-    and `make test` runs two sessions at once."""
+    and `make test` runs several sessions at once."""
     from tests.faults.own_servers import OwnRedis
 
     server = OwnRedis(directory)
