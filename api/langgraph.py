@@ -15,13 +15,13 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from api import params
 from api.auth import current_api_key, current_user
 from api.context import ctx
 from api.streaming import Hangup
-from jarvis_agents.errors import NotFound, RequestError
+from jarvis_agents.errors import RequestError
 from jarvis_agents.langgraph import LangGraph, RunView
 from jarvis_agents.langgraph.requests import run_request
-from jarvis_agents.langgraph.threads import thread_uuid
 from jarvis_agents.lifecycle import Agent
 
 PREFIX = "/langgraph"
@@ -52,17 +52,11 @@ def body() -> dict[str, Any]:
 
 
 def run_uuid(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"no run with id {raw[:80]!r}", code="run_not_found") from None
+    return params.path_uuid(raw, what="run", code="run_not_found")
 
 
 def cron_uuid(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"no cron with id {raw[:80]!r}", code="cron_not_found") from None
+    return params.path_uuid(raw, what="cron", code="cron_not_found")
 
 
 def run_path(view: RunView) -> str:
@@ -97,17 +91,17 @@ def search_threads() -> Response:
 
 @bp.get("/threads/<raw_id>")
 def get_thread(raw_id: str) -> Response:
-    return jsonify(lg().threads.get(current_user().id, thread_uuid(raw_id)))
+    return jsonify(lg().threads.get(current_user().id, params.thread_id(raw_id)))
 
 
 @bp.get("/threads/<raw_id>/state")
 def thread_state(raw_id: str) -> Response:
-    return jsonify(lg().threads.state(current_user().id, thread_uuid(raw_id)))
+    return jsonify(lg().threads.state(current_user().id, params.thread_id(raw_id)))
 
 
 @bp.post("/threads/<raw_id>/history")
 def thread_history(raw_id: str) -> Response:
-    return jsonify(lg().threads.history(current_user().id, thread_uuid(raw_id), body()))
+    return jsonify(lg().threads.history(current_user().id, params.thread_id(raw_id), body()))
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -121,7 +115,7 @@ def _created(view: RunView) -> Response:
 
 @bp.post("/threads/<raw_id>/runs")
 def create_run(raw_id: str) -> Response:
-    view = lg().runs.create(current_user().id, thread_uuid(raw_id), run_request(body()))
+    view = lg().runs.create(current_user().id, params.thread_id(raw_id), run_request(body()))
     return _created(view)
 
 
@@ -132,7 +126,7 @@ def create_stateless_run() -> Response:
 
 @bp.get("/threads/<raw_id>/runs")
 def list_runs(raw_id: str) -> Response:
-    thread_id = thread_uuid(raw_id)
+    thread_id = params.thread_id(raw_id)
     user_id = current_user().id
     lg().threads.row(user_id, thread_id)
     limit = request.args.get("limit", default=10, type=int)
@@ -146,14 +140,14 @@ def list_runs(raw_id: str) -> Response:
 
 @bp.get("/threads/<raw_id>/runs/<run_id>")
 def get_run(raw_id: str, run_id: str) -> Response:
-    view = lg().runs.get(current_user().id, thread_uuid(raw_id), run_uuid(run_id))
+    view = lg().runs.get(current_user().id, params.thread_id(raw_id), run_uuid(run_id))
     return jsonify(view.to_json())
 
 
 @bp.post("/threads/<raw_id>/runs/<run_id>/cancel")
 def cancel_run(raw_id: str, run_id: str) -> Response:
     user_id = current_user().id
-    view = lg().runs.cancel(user_id, thread_uuid(raw_id), run_uuid(run_id))
+    view = lg().runs.cancel(user_id, params.thread_id(raw_id), run_uuid(run_id))
     if request.args.get("wait") in ("1", "true", "True") and view.agent is not None:
         _settled(view)
     return Response(status=202)
@@ -161,7 +155,7 @@ def cancel_run(raw_id: str, run_id: str) -> Response:
 
 @bp.post("/threads/<raw_id>/runs/wait")
 def wait_run(raw_id: str) -> Response:
-    view = lg().runs.create(current_user().id, thread_uuid(raw_id), run_request(body()))
+    view = lg().runs.create(current_user().id, params.thread_id(raw_id), run_request(body()))
     return _values(view)
 
 
@@ -172,7 +166,7 @@ def wait_stateless_run() -> Response:
 
 @bp.get("/threads/<raw_id>/runs/<run_id>/join")
 def join_run(raw_id: str, run_id: str) -> Response:
-    return _values(lg().runs.get(current_user().id, thread_uuid(raw_id), run_uuid(run_id)))
+    return _values(lg().runs.get(current_user().id, params.thread_id(raw_id), run_uuid(run_id)))
 
 
 # --- crons (our schedules) --------------------------------------------------------------
@@ -185,7 +179,7 @@ def create_cron() -> Response:
 
 @bp.post("/threads/<raw_id>/runs/crons")
 def create_thread_cron(raw_id: str) -> Response:
-    return jsonify(lg().crons.create(current_user().id, thread_uuid(raw_id), body()))
+    return jsonify(lg().crons.create(current_user().id, params.thread_id(raw_id), body()))
 
 
 @bp.post("/runs/crons/search")

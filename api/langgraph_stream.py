@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from flask import Response, request
 
+from api import params
 from api.auth import current_user
 from api.context import ApiContext, ctx
 from api.langgraph import body as json_body
@@ -29,12 +30,11 @@ from jarvis_agents.events import IDLE, Ended, Follower, StepEvent, TokenEvent, W
 from jarvis_agents.langgraph import LangGraph, RunView
 from jarvis_agents.langgraph.requests import run_request, stream_modes
 from jarvis_agents.langgraph.stream import Frame, RunEvents, metadata_frame
-from jarvis_agents.langgraph.threads import thread_uuid
 
 
 @bp.post("/threads/<raw_id>/runs/stream")
 def stream_run(raw_id: str) -> Response:
-    return _create_and_stream(thread_uuid(raw_id))
+    return _create_and_stream(params.thread_id(raw_id))
 
 
 @bp.post("/runs/stream")
@@ -54,7 +54,7 @@ def _create_and_stream(thread_id: uuid.UUID | None) -> Response:
 
 @bp.get("/threads/<raw_id>/runs/<run_id>/stream")
 def join_run_stream(raw_id: str, run_id: str) -> Response:
-    view = lg().runs.get(current_user().id, thread_uuid(raw_id), run_uuid(run_id))
+    view = lg().runs.get(current_user().id, params.thread_id(raw_id), run_uuid(run_id))
     modes = stream_modes(request.args.getlist("stream_mode") or None)
     after = _last_event_id()
     context = ctx()

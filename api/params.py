@@ -143,20 +143,20 @@ class AgentIdConverter(BaseConverter):
     regex = r"(?!stream$)[^/]+"
 
 
-def thread_id(raw: str) -> uuid.UUID:
-    """A thread id from the path; anything that is not a UUID names no thread (404)."""
+def path_uuid(raw: str, *, what: str, code: str | None = None) -> uuid.UUID:
+    """An id from the path; anything that is not a UUID names no `what` (404, `code`)."""
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise NotFound(f"no thread with id {raw[:80]!r}", code="thread_not_found") from None
+        raise NotFound(f"no {what} with id {raw[:80]!r}", code=code) from None
+
+
+def thread_id(raw: str) -> uuid.UUID:
+    return path_uuid(raw, what="thread", code="thread_not_found")
 
 
 def agent_id(raw: str) -> uuid.UUID:
-    """An agent id from the path; anything that is not a UUID names no agent (404)."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"no agent with id {raw[:80]!r}") from None
+    return path_uuid(raw, what="agent")
 
 
 def query_int(name: str, *, default: int, low: int, high: int | None = None) -> int:

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -126,9 +126,10 @@ def run(*, rounds: int, calls: int, callers: int, agents: int) -> dict[str, Any]
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.a2a_calls",
-                                     description=__doc__.splitlines()[0])
+def door_main(prog: str, description: str, run: Callable[..., dict[str, Any]],
+              names: Iterable[str], label: str) -> None:
+    """The command line of a door's bench against REST: its options, then the figures."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=50, help="one-at-a-time calls per round")
     parser.add_argument("--callers", type=int, default=200, help="callers at once")
@@ -141,11 +142,15 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     print(f"load average at the end: {results['load_average']}")
-    for name in CALLS:
+    for name in names:
         print(f"{name:<22} one at a time {results['ms_per_call'][name]:7.1f} ms   "
               f"{options.callers} at once {results['agents_per_s'][name]:7.1f} agents/s")
-    print(f"A2A / REST: latency x{results['latency_ratio']:.2f} (target <= 1.3), "
+    print(f"{label} / REST: latency x{results['latency_ratio']:.2f} (target <= 1.3), "
           f"throughput x{results['throughput_ratio']:.2f} (target >= 0.8)")
+
+
+def main() -> None:
+    door_main("python -m bench.a2a_calls", __doc__.splitlines()[0], run, CALLS, "A2A")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ which answers the thread's values once the run has ended. Figures go in BENCHMAR
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from bench.a2a_calls import Call, Clients, at_once, one_at_a_time, rest_call
+from bench.a2a_calls import Call, Clients, at_once, door_main, one_at_a_time, rest_call
 from bench.environment import load_average
 from bench.stack import Stack
 
@@ -70,25 +68,8 @@ def run(*, rounds: int, calls: int, callers: int, agents: int) -> dict[str, Any]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.langgraph_calls",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--calls", type=int, default=50, help="one-at-a-time calls per round")
-    parser.add_argument("--callers", type=int, default=200, help="callers at once")
-    parser.add_argument("--agents", type=int, default=600, help="agents per concurrent round")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    options = parser.parse_args()
-    results = run(rounds=options.rounds, calls=options.calls, callers=options.callers,
-                  agents=options.agents)
-    if options.json:
-        print(json.dumps(results, indent=2))
-        return
-    print(f"load average at the end: {results['load_average']}")
-    for name in CALLS:
-        print(f"{name:<22} one at a time {results['ms_per_call'][name]:7.1f} ms   "
-              f"{options.callers} at once {results['agents_per_s'][name]:7.1f} agents/s")
-    print(f"LangGraph / REST: latency x{results['latency_ratio']:.2f} (target <= 1.3), "
-          f"throughput x{results['throughput_ratio']:.2f} (target >= 0.8)")
+    door_main("python -m bench.langgraph_calls", __doc__.splitlines()[0], run, CALLS,
+              "LangGraph")
 
 
 if __name__ == "__main__":

@@ -32,13 +32,6 @@ SCANNED = 1000  # threads a search by status looks at
 THREAD_STATUSES = ("idle", "busy", "interrupted", "error")
 
 
-def thread_uuid(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except (ValueError, TypeError):
-        raise NotFound(f"no thread with id {raw[:80]!r}", code="thread_not_found") from None
-
-
 class LangGraphThreads:
     def __init__(self, agents: AgentService, store: LangGraphStore) -> None:
         self.agents = agents
