@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import httpx
 
-from bench.processes import ROOT, Process, machine_busy_s
+from bench.processes import ROOT, Process, free_port, machine_busy_s
 from bench.stack import Stack
 
 CLIENT_PROCESSES = 4
@@ -165,10 +165,8 @@ def concurrently(kind: str, url: str, key: str, callers: int, per_caller: int,
 # --- the run ---------------------------------------------------------------------------------
 
 
-def start_mcp(stack: Stack) -> tuple[Process, str]:
-    """`jarvis-agents mcp` where the API forwards `/mcp`: the port after the API's."""
-    assert stack.api_url is not None
-    port = int(stack.api_url.rsplit(":", 1)[1]) + 1
+def start_mcp(stack: Stack, port: int) -> tuple[Process, str]:
+    """`jarvis-agents mcp` on `port`, where the API forwards `/mcp` (its JARVIS_MCP_PORT)."""
     process = Process("mcp", [sys.executable, "-m", "jarvis_agents.cli", "mcp", "--port", str(port)],
                       env=stack.env(), log_dir=stack.log_dir)
     process.wait_for("MCP server listening on", timeout_s=60)
@@ -178,10 +176,12 @@ def start_mcp(stack: Stack) -> tuple[Process, str]:
 def measure(runs: int, calls: int, callers: int, per_caller: int) -> dict[str, Any]:
     log_dir = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
     figures: dict[str, Any] = {"runs": [], "load_before": os.getloadavg()}
-    with Stack(log_dir=log_dir) as stack:
+    # A port picked free, not the API's + 1: that one may be any client's ephemeral port.
+    mcp_port = free_port()
+    with Stack(log_dir=log_dir, api_env={"JARVIS_MCP_PORT": str(mcp_port)}) as stack:
         model = stack.start_model(latency_s=0.0, tool_calls=0)
         stack.start_workers(model, names=["worker-1", "worker-2"])
-        mcp, url = start_mcp(stack)
+        mcp, url = start_mcp(stack, mcp_port)
         try:
             _, key = stack.create_user("bench-mcp")
             for _ in range(runs):

@@ -62,9 +62,11 @@ class ModelServer:
 class Stack:
     """Database, Redis, migrations and the API; workers and models on demand."""
 
-    def __init__(self, *, log_dir: Path, redis_url: str | None = None, tree: Tree = Tree()) -> None:
+    def __init__(self, *, log_dir: Path, redis_url: str | None = None, tree: Tree = Tree(),
+                 api_env: Mapping[str, str] | None = None) -> None:
         self.log_dir = log_dir
         self.tree = tree
+        self.api_env = dict(api_env or {})  # the API's settings beyond the stack's own
         self.db_name = f"jarvis_bench_{secrets.token_hex(4)}"
         self.database_url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{self.db_name}"
         self._external_redis = redis_url
@@ -185,7 +187,7 @@ class Stack:
         process = self._start(
             "api",
             [self.tree.python, "-m", "jarvis_agents.cli", "api", "--port", str(port)],
-            env=self.env(),
+            env=self.env(**self.api_env),
         )
         process.wait_for("API listening on", timeout_s=60)
         self.api_url = f"http://127.0.0.1:{port}"

@@ -26,6 +26,13 @@ PG_ADMIN_URL = os.environ.get("JARVIS_TEST_PG", "postgresql+psycopg2://root@127.
 REDIS_BASE = os.environ.get("JARVIS_TEST_REDIS", "redis://127.0.0.1:6379")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files marked `long` first, each in its order: a session that takes one of them
+    last would run on alone for minutes after the others are done (with `make test`'s
+    `--no-loadscope-reorder`, xdist hands the files out in this order)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def missing(service: str, why: str) -> None:
     """Skip locally, fail in CI: a green CI must have run every test."""
     message = f"{service} is not available: {why}"
@@ -250,7 +257,9 @@ def fake_ollama() -> Iterator[Any]:
 
 def cli_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JARVIS_", "DATABASE_URL", "REDIS_URL", "OLLAMA_"))}
-    env.update(PYTHONUNBUFFERED="1", JARVIS_LOG_JSON="0")
+    # The MCP server's port picked free, not the API's + 1 (its default), which may be any
+    # client's ephemeral port at the moment `up` binds it.
+    env.update(PYTHONUNBUFFERED="1", JARVIS_LOG_JSON="0", JARVIS_MCP_PORT=str(free_port()))
     env.update(overrides)
     return env
 
