@@ -19,6 +19,8 @@ from tests.faults.conftest import System, running_system, system_env
 from tests.faults.test_worker_death import assert_clean_history
 from tests.support.delegation_team import Team, role
 
+pytestmark = pytest.mark.long
+
 OTHER_MODEL = "llama3.2"  # a model of the fake server besides the default (test-model)
 
 

@@ -28,6 +28,8 @@ from tests.faults.test_worker_death import assert_clean_history
 from tests.support.search_server import SearchServer
 from tests.support.webhook_receiver import HANG, WebhookReceiver
 
+pytestmark = pytest.mark.long
+
 # Four tool iterations (THINK, ACT, OBSERVE each) and an answer (THINK, FINAL).
 LONG = [
     *(f"THOUGHT: step {n}\nACTION: calculate\nINPUT: {n} + {n}" for n in range(1, 5)),

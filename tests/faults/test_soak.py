@@ -16,8 +16,12 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from jarvis_agents.lifecycle import AgentStatus, StepType
 from tests.faults.conftest import System
+
+pytestmark = pytest.mark.long
 
 
 def test_soak_with_workers_killed_every_few_seconds(system: System, fake_ollama: Any,

@@ -21,7 +21,7 @@ from jarvis_agents.webhooks.dispatcher import PERIOD_S
 from tests.faults.conftest import System
 from tests.support.webhook_receiver import HANG, Received, WebhookReceiver
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.long]
 
 PLAIN = "s3cret-plain"
 WHSEC = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()

@@ -7,8 +7,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jarvis_agents.lifecycle import AgentStatus, StepType
 from tests.faults.conftest import System
+
+pytestmark = pytest.mark.long
 
 
 def assert_clean_history(system: System, agent_id: Any) -> None:

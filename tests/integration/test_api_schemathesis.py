@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api
 
 CHECKS = (

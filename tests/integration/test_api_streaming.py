@@ -18,7 +18,7 @@ from jarvis_agents.store import open_repository
 from tests.support.api_server import CALC_SCRIPT, EventStream, wait_until
 from tests.support.fake_ollama import FakeOllama
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 pytest_plugins = ["tests.support.api_fixtures"]  # api_env, start_api, shared_api, stack
 
 STEP_EVENTS = ["think", "act", "observe", "think", "final"]

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import PG_ADMIN_URL, ROOT, cli_env, missing
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 @pytest.mark.timeout(300)

@@ -32,7 +32,7 @@ from jarvis_agents.llm.ollama import OllamaChatModel
 from jarvis_agents.react.prompt import STOP_SEQUENCES
 from tests.conftest import PG_ADMIN_URL, ROOT, cli_env, missing
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 @pytest.fixture

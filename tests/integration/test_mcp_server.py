@@ -16,7 +16,7 @@ from tests.support.api_server import wait_until
 from tests.support.mcp_door import launch_mcp, mcp_client, run
 
 pytest_plugins = ["tests.support.api_fixtures"]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 CALC = [
     "THOUGHT: I need to compute\nACTION: calculate\nINPUT: 1234 * 902",

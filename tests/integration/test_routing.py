@@ -13,7 +13,7 @@ import pytest
 from tests.support.api_server import wait_until
 from tests.support.fake_ollama import FakeOllama
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 pytest_plugins = ["tests.support.api_fixtures"]
 
 MODELS = ["model-a", "model-b", "model-c", "model-d", "model-e"]

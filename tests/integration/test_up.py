@@ -26,6 +26,8 @@ from tests.conftest import ROOT, Process, cli_env, free_port
 from tests.faults.conftest import CALC
 from tests.support.api_server import wait_until
 
+pytestmark = pytest.mark.long
+
 
 def processes_with(marker: str) -> list[int]:
     """PIDs whose environment or command line mentions `marker` (our data dir)."""

@@ -47,7 +47,7 @@ from tests.support.fake_ollama import FakeOllama
 from tests.support.fake_replies import FakeToolCall, Turn
 
 # Building and installing take a minute or two on a loaded machine (the registry's pages).
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.long, pytest.mark.timeout(600)]
 
 PACKAGES = ("jarvis_agents", "workers", "api", "mcp_server")
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"  # the test virtualenv's: `make clean` empties it

@@ -24,7 +24,7 @@ from tests.support.api_server import wait_until
 from tests.support.kustomize import containers, render
 from workers.probe import host_pattern
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 PROBE_TIMEOUT_S = 60  # well over the probe's own wait (5 s) and a loaded machine's start-up
@@ -78,7 +78,18 @@ def kubernetes_checks() -> list[Check]:
     return list(found.values())
 
 
-CHECKS = compose_checks() + kubernetes_checks()
+def distinct(checks: list[Check]) -> list[Check]:
+    """One check per worker command and probe: the same pair in two manifests runs once,
+    named after both."""
+    merged: dict[tuple[tuple[str, ...], tuple[str, ...]], Check] = {}
+    for check in checks:
+        seen = merged.get((check.worker, check.probe))
+        where = f"{seen.where} + {check.where}" if seen else check.where
+        merged[(check.worker, check.probe)] = Check(where, check.worker, check.probe)
+    return list(merged.values())
+
+
+CHECKS = distinct(compose_checks() + kubernetes_checks())
 
 
 def test_every_worker_has_its_check() -> None:
