@@ -19,7 +19,7 @@ from sqlalchemy import Engine, String, and_, cast, exists, insert, or_, select, 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step, Usage
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import running_under
@@ -104,13 +104,16 @@ class DelegationRows:
         rows = self._read(select(*AGENT_READ).where(agents.c.id.in_(ids), agents.c.heartbeat_at == now))
         return [agent_from_row(row) for row in rows]
 
-    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
-        """Record the remote task of a call's child while it still waits; False if it ended."""
-        with self._engine.begin() as conn:
+    def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool:
+        """Record the usage of a CANCELLED agent's descendants, its cascade done (a
+        caller that ends by itself has it from its wake); False if it is not CANCELLED."""
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents).where(agents.c.id == agent_id,
-                                     agents.c.status == AgentStatus.WAITING.value)
-                .values(waiting_for=waiting_for, updated_at=now)).rowcount == 1
+                                     agents.c.status == AgentStatus.CANCELLED.value)
+                .values(descendants_input_tokens=descendants.input_tokens,
+                        descendants_output_tokens=descendants.output_tokens,
+                        descendants_model_calls=descendants.model_calls)).rowcount == 1
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         """Children still going whose caller was cancelled: a cascade a crash cut short."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, Usage
 
 if TYPE_CHECKING:
     from jarvis_agents.store.memory import MemoryStore
@@ -61,12 +61,12 @@ class MemoryDelegation:
                 self.store.agents[agent.id] = agent
             return claimed
 
-    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+    def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool:
         with self.store.lock:
             current = self.store.agents.get(agent_id)
-            if current is None or current.status is not AgentStatus.WAITING:
+            if current is None or current.status is not AgentStatus.CANCELLED:
                 return False
-            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for, updated_at=now)
+            self.store.agents[agent_id] = replace(current, descendants_usage=descendants)
             return True
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:
