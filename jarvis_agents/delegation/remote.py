@@ -27,7 +27,7 @@ from jarvis_agents.config import Settings
 from jarvis_agents.delegation import a2a_calls
 from jarvis_agents.delegation.a2a_calls import UNREACHABLE, Outcome
 from jarvis_agents.events import EventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, Usage, utcnow
 from jarvis_agents.remote_agents import RemoteAgent
 from jarvis_agents.store.interface import AgentStore
 
@@ -99,19 +99,24 @@ class RemoteCalls:
     def _end(self, agent: Agent, outcome: Outcome | None, call: Mapping[str, Any],
              error: str | None = None) -> Agent | None:
         name = call.get("agent")
+        # What the remote task says it used is this child's usage, so its caller's too.
+        used = Usage(**outcome.usage) if outcome is not None and outcome.usage else Usage()
         if outcome is not None and outcome.state == a2a_calls.TaskState.TASK_STATE_COMPLETED:
-            done = agent.with_completed(outcome.text, step_count=0)
+            done = agent.with_completed(outcome.text, step_count=0, usage=used)
         else:
             if outcome is not None and outcome.state == a2a_calls.TaskState.TASK_STATE_INPUT_REQUIRED:
                 error = f"the remote agent '{name}' needs input to go on; it asks: {outcome.text!r}"
             elif outcome is not None:
                 how = _STATES.get(outcome.state, "ended")
                 error = f"the remote agent '{name}' {how}" + (f": {outcome.text}" if outcome.text else "")
-            done = agent.with_failed(error or "", stop_reason=StopReason.MODEL_ERROR, step_count=0)
+            done = agent.with_failed(error or "", stop_reason=StopReason.MODEL_ERROR, step_count=0,
+                                     usage=used)
         if not self.repository.transition(
                 agent.id, AgentStatus.RUNNING, done.status, attempt=agent.attempt,
                 final_answer=done.final_answer, error=done.error, stop_reason=done.stop_reason,
-                completed_at=done.completed_at, step_count=0, now=done.updated_at):
+                completed_at=done.completed_at, step_count=0, now=done.updated_at,
+                input_tokens=used.input_tokens, output_tokens=used.output_tokens,
+                model_calls=used.model_calls):
             return None
         self.events.publish_status(done)
         return done
@@ -151,7 +156,8 @@ class RemoteCalls:
     def _answered(self, child: Agent, outcome: Outcome) -> int:
         """WAITING → PENDING with the outcome, queued for a worker to end it."""
         waiting_for = {**(child.waiting_for or {}),
-                       "outcome": {"state": int(outcome.state), "text": outcome.text}}
+                       "outcome": {"state": int(outcome.state), "text": outcome.text,
+                                   "usage": outcome.usage}}
         now = utcnow()
         task_id = f"{child.id}:{child.attempt + 1}"
         if not self.repository.transition(child.id, AgentStatus.WAITING, AgentStatus.PENDING,
