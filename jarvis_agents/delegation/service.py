@@ -228,10 +228,11 @@ class Delegation:
         return int(won) + self.cancel_children(agent.id)
 
     def sweep(self) -> int:
-        """Ask after open calls of remote delegates, wake callers whose children all ended
-        unnoticed, and cancel the children of cancelled callers that a cascade missed;
-        how many agents it moved."""
+        """Ask after open calls of remote delegates (and cancel again their tasks whose
+        cancel failed), wake callers whose children all ended unnoticed, and cancel the
+        children of cancelled callers that a cascade missed; how many agents it moved."""
         moved = self.remote.sweep()
+        self.remote.retry_cancels()
         moved += sum(1 for caller in self.rows.ended_waits() if self.wake(caller) is not None)
         for orphan in self.rows.orphans():
             moved += self.cancel(orphan)

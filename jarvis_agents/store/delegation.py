@@ -91,9 +91,32 @@ class DelegationRows:
         least recently asked first: each is asked by one sweep per period, however many
         workers sweep, and none waits behind the first `limit`. A WAITING row's
         `heartbeat_at` (unused while it waits) holds when it was last asked."""
-        due = and_(agents.c.status == AgentStatus.WAITING.value,
-                   cast(agents.c.waiting_for, String).like('%"kind": "remote"%'),
-                   or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < polled_before))
+        return self._claim(and_(agents.c.status == AgentStatus.WAITING.value,
+                                cast(agents.c.waiting_for, String).like('%"kind": "remote"%')),
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def cancels_due(self, *, cancelled_after: datetime, polled_before: datetime, now: datetime,
+                    limit: int = 100) -> list[Agent]:
+        """Claim, as `remote_due` does, the calls of remote delegates cancelled since
+        `cancelled_after` whose CancelTask is owed (`owe_cancel`). Only those ended
+        lately are looked at (ix_agents_ended), not every cancelled agent there is."""
+        return self._claim(and_(agents.c.completed_at >= cancelled_after,
+                                agents.c.status == AgentStatus.CANCELLED.value,
+                                cast(agents.c.waiting_for, String).like('%"cancel_owed": true%')),
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def owe_cancel(self, agent_id: uuid.UUID, waiting_for: dict[str, Any]) -> bool:
+        """Write a CANCELLED call's `waiting_for`: with `cancel_owed`, its remote task's
+        CancelTask is owed; without, settled. False if the agent is not CANCELLED."""
+        with self._one_statement() as conn:
+            return conn.execute(
+                update(agents).where(agents.c.id == agent_id,
+                                     agents.c.status == AgentStatus.CANCELLED.value)
+                .values(waiting_for=waiting_for)).rowcount == 1
+
+    def _claim(self, where: Any, *, polled_before: datetime, now: datetime,
+               limit: int) -> list[Agent]:
+        due = and_(where, or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < polled_before))
         ids = [row["id"] for row in self._read(
             select(agents.c.id).where(due)
             .order_by(agents.c.heartbeat_at.is_not(None), agents.c.heartbeat_at).limit(limit))]
