@@ -378,5 +378,7 @@ class AgentService:
         self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
         # Down the tree, then up: its children are cancelled, its caller may go on.
         self.delegation.cancel_children(agent_id)
+        if agent.waits_on_agents:  # its usage_total now counts theirs
+            cancelled = self.repository.get(agent_id) or cancelled
         self.delegation.child_ended(cancelled)
         return cancelled

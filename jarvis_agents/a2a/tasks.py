@@ -148,8 +148,11 @@ def task_of(agent: Agent, steps: Sequence[Step] = (), *, history_length: int | N
                 history=history)
     if artifacts:
         task.artifacts.extend(artifacts_of(agent))
+    # Usage as the agent JSON has it: a remote caller counts it (README, Agents that call agents).
     task.metadata.CopyFrom(struct({"assistant_id": str(agent.assistant_id)
-                                   if agent.assistant_id else None}))
+                                   if agent.assistant_id else None,
+                                   "usage": agent.usage.to_json(),
+                                   "usage_total": (agent.usage + agent.descendants_usage).to_json()}))
     return task
 
 

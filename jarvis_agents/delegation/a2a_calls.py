@@ -28,6 +28,7 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
+from google.protobuf.json_format import MessageToDict
 
 from jarvis_agents.remote_agents import RemoteAgent
 
@@ -42,10 +43,12 @@ ENDED = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
 
 @dataclass(frozen=True)
 class Outcome:
-    """A remote task that has ended (or stopped to ask): how, and what it said."""
+    """A remote task that has ended (or stopped to ask): how, what it said, and what it
+    says it used (`Usage.to_json()`'s shape), if it says."""
 
     state: int
     text: str
+    usage: dict[str, int] | None = None
 
 
 def send(agent: RemoteAgent, goal: str, *, message_id: uuid.UUID) -> str | Outcome:
@@ -95,8 +98,23 @@ def outcome_of(task: Task) -> Outcome:
     """The artifacts' text of a completed task; else its status message's."""
     if task.status.state == TaskState.TASK_STATE_COMPLETED:
         return Outcome(task.status.state,
-                       "\n".join(_text(artifact.parts) for artifact in task.artifacts).strip())
-    return Outcome(task.status.state, _text(task.status.message.parts))
+                       "\n".join(_text(artifact.parts) for artifact in task.artifacts).strip(),
+                       _usage(task))
+    return Outcome(task.status.state, _text(task.status.message.parts), _usage(task))
+
+
+def _usage(task: Task) -> dict[str, int] | None:
+    """The usage the task's metadata reports: `usage_total` (its whole tree, as our own
+    server says it, jarvis_agents/a2a/tasks.py), else `usage`; None if neither is there."""
+    metadata = MessageToDict(task.metadata) if task.HasField("metadata") else {}
+    found = metadata.get("usage_total") or metadata.get("usage")
+    if not isinstance(found, dict):
+        return None
+    try:
+        return {name: max(0, int(found.get(name) or 0))
+                for name in ("input_tokens", "output_tokens", "model_calls")}
+    except (TypeError, ValueError):
+        return None  # garbled: counted as nothing rather than failing the call
 
 
 def _text(parts: Any) -> str:

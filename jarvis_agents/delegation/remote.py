@@ -10,7 +10,8 @@ the remote task: the workers' sweeps ask (`GetTask`) after the open calls in bat
 each call once per period (claimed in SQL), and move
 a call whose task has ended back to PENDING with the outcome; its next claim ends it
 COMPLETED (the artifacts' text) or FAILED (saying why), and its end wakes the caller
-as a local child's does. Cancelling it (its caller's cascade) cancels the remote task.
+as a local child's does. Cancelling it (its caller's cascade) cancels the remote task;
+a CancelTask that fails (the remote down) is owed, and the sweeps try it again.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ from jarvis_agents.config import Settings
 from jarvis_agents.delegation import a2a_calls
 from jarvis_agents.delegation.a2a_calls import UNREACHABLE, Outcome
 from jarvis_agents.events import EventBus
-from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, StopReason, Usage, utcnow
 from jarvis_agents.remote_agents import RemoteAgent
 from jarvis_agents.store.interface import AgentStore
 
 log = logging.getLogger(__name__)
 
 KIND = "remote"
+# How long after a call's cancel the sweeps try again a CancelTask that failed.
+CANCEL_RETRY_S = 600
 _STATES = {  # a2a TaskState → how the call ended, for the caller's model
     a2a_calls.TaskState.TASK_STATE_FAILED: "failed",
     a2a_calls.TaskState.TASK_STATE_REJECTED: "rejected the task",
@@ -78,6 +81,9 @@ class RemoteCalls:
             return self._end(agent, None, call, f"the remote agent '{call.get('agent')}' is no "
                              "longer configured (JARVIS_A2A_AGENTS)")
         try:
+            # The child's id: one per call (its row is made with the caller's wait), so
+            # a send after a crash is the same message, and the remote (ours dedups on
+            # a message id, a2a/service.py) starts no second task.
             sent = a2a_calls.send(remote, agent.goal, message_id=agent.id)
         except UNREACHABLE as exc:
             return self._end(agent, None, call, f"the remote agent '{remote.name}' could not be "
@@ -89,8 +95,10 @@ class RemoteCalls:
         if not self.repository.transition(agent.id, AgentStatus.RUNNING, AgentStatus.WAITING,
                                           attempt=agent.attempt, waiting_for=waiting_for,
                                           heartbeat_at=None, now=now):
-            self._cancel_task(remote, sent)  # cancelled while it sent: nobody waits on it
-            return None
+            now_as = self.repository.get(agent.id)
+            if now_as is not None and now_as.status is AgentStatus.CANCELLED:
+                self.cancelled(replace(agent, waiting_for=waiting_for))  # while it sent
+            return None  # else another attempt owns it, and its send finds the same task
         waiting = replace(agent, status=AgentStatus.WAITING, waiting_for=waiting_for,
                           heartbeat_at=None, updated_at=now)
         self.events.publish_status(waiting)
@@ -99,19 +107,24 @@ class RemoteCalls:
     def _end(self, agent: Agent, outcome: Outcome | None, call: Mapping[str, Any],
              error: str | None = None) -> Agent | None:
         name = call.get("agent")
+        # What the remote task says it used is this child's usage, so its caller's too.
+        used = Usage(**outcome.usage) if outcome is not None and outcome.usage else Usage()
         if outcome is not None and outcome.state == a2a_calls.TaskState.TASK_STATE_COMPLETED:
-            done = agent.with_completed(outcome.text, step_count=0)
+            done = agent.with_completed(outcome.text, step_count=0, usage=used)
         else:
             if outcome is not None and outcome.state == a2a_calls.TaskState.TASK_STATE_INPUT_REQUIRED:
                 error = f"the remote agent '{name}' needs input to go on; it asks: {outcome.text!r}"
             elif outcome is not None:
                 how = _STATES.get(outcome.state, "ended")
                 error = f"the remote agent '{name}' {how}" + (f": {outcome.text}" if outcome.text else "")
-            done = agent.with_failed(error or "", stop_reason=StopReason.MODEL_ERROR, step_count=0)
+            done = agent.with_failed(error or "", stop_reason=StopReason.MODEL_ERROR, step_count=0,
+                                     usage=used)
         if not self.repository.transition(
                 agent.id, AgentStatus.RUNNING, done.status, attempt=agent.attempt,
                 final_answer=done.final_answer, error=done.error, stop_reason=done.stop_reason,
-                completed_at=done.completed_at, step_count=0, now=done.updated_at):
+                completed_at=done.completed_at, step_count=0, now=done.updated_at,
+                input_tokens=used.input_tokens, output_tokens=used.output_tokens,
+                model_calls=used.model_calls):
             return None
         self.events.publish_status(done)
         return done
@@ -151,7 +164,8 @@ class RemoteCalls:
     def _answered(self, child: Agent, outcome: Outcome) -> int:
         """WAITING → PENDING with the outcome, queued for a worker to end it."""
         waiting_for = {**(child.waiting_for or {}),
-                       "outcome": {"state": int(outcome.state), "text": outcome.text}}
+                       "outcome": {"state": int(outcome.state), "text": outcome.text,
+                                   "usage": outcome.usage}}
         now = utcnow()
         task_id = f"{child.id}:{child.attempt + 1}"
         if not self.repository.transition(child.id, AgentStatus.WAITING, AgentStatus.PENDING,
@@ -165,14 +179,45 @@ class RemoteCalls:
     # --- cancels --------------------------------------------------------------------------
 
     def cancelled(self, agent: Agent) -> None:
-        """The child `agent` (as it was before its cancel) was cancelled: so is its task."""
+        """The child `agent` (as it was before its cancel) was cancelled: so is its task.
+        A CancelTask that fails is owed, for the sweeps to try again (`retry_cancels`)."""
         call = remote_of(agent) or {}
         remote = self.agents.get(str(call.get("agent")))
-        if remote is not None and call.get("task_id") and "outcome" not in call:
-            self._cancel_task(remote, str(call["task_id"]))
+        if (remote is not None and call.get("task_id") and "outcome" not in call
+                and not self._cancel_task(remote, str(call["task_id"]))):
+            self.repository.delegation.owe_cancel(agent.id, {**call, "cancel_owed": True})
 
-    def _cancel_task(self, remote: RemoteAgent, task_id: str) -> None:
+    def retry_cancels(self) -> int:
+        """CancelTask again for the calls whose cancel failed, each once per
+        JARVIS_HEARTBEAT_INTERVAL across all workers, until it is done or the remote task
+        has ended, for CANCEL_RETRY_S after the cancel; how many were settled."""
+        now = utcnow()
+        interval = timedelta(seconds=self.settings.heartbeat_interval_s)
+        settled = 0
+        for child in self.repository.delegation.cancels_due(
+                cancelled_after=now - timedelta(seconds=CANCEL_RETRY_S),
+                polled_before=now - interval, now=now):
+            call = {k: v for k, v in (child.waiting_for or {}).items() if k != "cancel_owed"}
+            remote, task_id = self.agents.get(str(call.get("agent"))), str(call.get("task_id"))
+            if remote is None or self._cancel_task(remote, task_id) or self._ended(remote, task_id):
+                settled += self.repository.delegation.owe_cancel(child.id, call)
+            elif now + interval >= (child.completed_at or now) + timedelta(seconds=CANCEL_RETRY_S):
+                log.warning("remote task %s of %s: gave up cancelling it, %d s after its call was "
+                            "cancelled", task_id, remote.name, CANCEL_RETRY_S)
+                self.repository.delegation.owe_cancel(child.id, call)
+        return settled
+
+    def _ended(self, remote: RemoteAgent, task_id: str) -> bool:
+        """Whether the remote task has ended (a CancelTask of it is refused then)."""
+        try:
+            return isinstance(a2a_calls.poll(remote, [task_id]).get(task_id), Outcome)
+        except UNREACHABLE:
+            return False
+
+    def _cancel_task(self, remote: RemoteAgent, task_id: str) -> bool:
         try:
             a2a_calls.cancel(remote, task_id)
         except UNREACHABLE as exc:
             log.warning("remote task %s of %s could not be cancelled: %s", task_id, remote.name, exc)
+            return False
+        return True

@@ -182,8 +182,7 @@ class Delegation:
         ended = {child.id for child in children if child.is_terminal}
         if not ended.issuperset(awaited):
             return None
-        # Every child it ever had has ended: its descendants' usage is final.
-        descendants = sum((child.usage + child.descendants_usage for child in children), Usage())
+        descendants = tree_usage(children)  # every child it ever had has ended: final
         now = utcnow()
         waited_ms = caller.waited_ms + max(0, int((now - (caller.updated_at or now))
                                                   .total_seconds() * 1000))
@@ -202,10 +201,12 @@ class Delegation:
         return woken
 
     def cancel_children(self, agent_id: uuid.UUID) -> int:
-        """Cancel every child of the agent still going, and theirs; how many were."""
-        cancelled = 0
-        for child in self.rows.children(agent_id):
-            cancelled += self.cancel(child)
+        """Cancel every child of the agent still going, and theirs; how many were. The
+        agent, cancelled, then counts what they used in its usage_total (`roll_up`)."""
+        children = self.rows.children(agent_id)
+        cancelled = sum(self.cancel(child) for child in children)
+        if children:
+            self.rows.roll_up(agent_id, tree_usage(self.rows.children(agent_id)))
         return cancelled
 
     def cancel(self, agent: Agent) -> int:
@@ -227,11 +228,26 @@ class Delegation:
         return int(won) + self.cancel_children(agent.id)
 
     def sweep(self) -> int:
-        """Ask after open calls of remote delegates, wake callers whose children all ended
-        unnoticed, and cancel the children of cancelled callers that a cascade missed;
-        how many agents it moved."""
+        """Ask after open calls of remote delegates (and cancel again their tasks whose
+        cancel failed), wake callers whose children all ended unnoticed, and cancel the
+        children of cancelled callers that a cascade missed; how many agents it moved."""
         moved = self.remote.sweep()
+        self.remote.retry_cancels()
         moved += sum(1 for caller in self.rows.ended_waits() if self.wake(caller) is not None)
         for orphan in self.rows.orphans():
             moved += self.cancel(orphan)
+            self._roll_up_from(orphan.caller_id)
         return moved
+
+    def _roll_up_from(self, agent_id: uuid.UUID | None) -> None:
+        """Count again the usage of a cancelled agent's descendants, and so up its
+        cancelled callers: their cascade, cut short, counted less than the tree used."""
+        while agent_id is not None and self.rows.roll_up(
+                agent_id, tree_usage(self.rows.children(agent_id))):
+            agent = self.repository.get(agent_id)
+            agent_id = agent.caller_id if agent is not None else None
+
+
+def tree_usage(children: Sequence[Agent]) -> Usage:
+    """What `children` and their descendants used: a caller's descendants' usage."""
+    return sum((child.usage + child.descendants_usage for child in children), Usage())

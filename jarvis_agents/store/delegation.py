@@ -19,7 +19,7 @@ from sqlalchemy import Engine, String, and_, cast, exists, insert, or_, select, 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import TERMINAL, Agent, AgentStatus, Step, Usage
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import running_under
@@ -91,9 +91,32 @@ class DelegationRows:
         least recently asked first: each is asked by one sweep per period, however many
         workers sweep, and none waits behind the first `limit`. A WAITING row's
         `heartbeat_at` (unused while it waits) holds when it was last asked."""
-        due = and_(agents.c.status == AgentStatus.WAITING.value,
-                   cast(agents.c.waiting_for, String).like('%"kind": "remote"%'),
-                   or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < polled_before))
+        return self._claim(and_(agents.c.status == AgentStatus.WAITING.value,
+                                cast(agents.c.waiting_for, String).like('%"kind": "remote"%')),
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def cancels_due(self, *, cancelled_after: datetime, polled_before: datetime, now: datetime,
+                    limit: int = 100) -> list[Agent]:
+        """Claim, as `remote_due` does, the calls of remote delegates cancelled since
+        `cancelled_after` whose CancelTask is owed (`owe_cancel`). Only those ended
+        lately are looked at (ix_agents_ended), not every cancelled agent there is."""
+        return self._claim(and_(agents.c.completed_at >= cancelled_after,
+                                agents.c.status == AgentStatus.CANCELLED.value,
+                                cast(agents.c.waiting_for, String).like('%"cancel_owed": true%')),
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def owe_cancel(self, agent_id: uuid.UUID, waiting_for: dict[str, Any]) -> bool:
+        """Write a CANCELLED call's `waiting_for`: with `cancel_owed`, its remote task's
+        CancelTask is owed; without, settled. False if the agent is not CANCELLED."""
+        with self._one_statement() as conn:
+            return conn.execute(
+                update(agents).where(agents.c.id == agent_id,
+                                     agents.c.status == AgentStatus.CANCELLED.value)
+                .values(waiting_for=waiting_for)).rowcount == 1
+
+    def _claim(self, where: Any, *, polled_before: datetime, now: datetime,
+               limit: int) -> list[Agent]:
+        due = and_(where, or_(agents.c.heartbeat_at.is_(None), agents.c.heartbeat_at < polled_before))
         ids = [row["id"] for row in self._read(
             select(agents.c.id).where(due)
             .order_by(agents.c.heartbeat_at.is_not(None), agents.c.heartbeat_at).limit(limit))]
@@ -104,13 +127,16 @@ class DelegationRows:
         rows = self._read(select(*AGENT_READ).where(agents.c.id.in_(ids), agents.c.heartbeat_at == now))
         return [agent_from_row(row) for row in rows]
 
-    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
-        """Record the remote task of a call's child while it still waits; False if it ended."""
-        with self._engine.begin() as conn:
+    def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool:
+        """Record the usage of a CANCELLED agent's descendants, its cascade done (a
+        caller that ends by itself has it from its wake); False if it is not CANCELLED."""
+        with self._one_statement() as conn:
             return conn.execute(
                 update(agents).where(agents.c.id == agent_id,
-                                     agents.c.status == AgentStatus.WAITING.value)
-                .values(waiting_for=waiting_for, updated_at=now)).rowcount == 1
+                                     agents.c.status == AgentStatus.CANCELLED.value)
+                .values(descendants_input_tokens=descendants.input_tokens,
+                        descendants_output_tokens=descendants.output_tokens,
+                        descendants_model_calls=descendants.model_calls)).rowcount == 1
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         """Children still going whose caller was cancelled: a cascade a crash cut short."""

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from jarvis_agents.assistants import AssistantStore
-from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, Usage
 from jarvis_agents.retention import DeletionStore
 from jarvis_agents.schedules import ScheduleStore
 from jarvis_agents.threads import Earlier
@@ -37,8 +37,10 @@ class DelegationStore(Protocol):
     def orphans(self, *, limit: int = 100) -> list[Agent]: ...
     def remote_due(self, *, polled_before: datetime, now: datetime,
                    limit: int = 100) -> list[Agent]: ...
-    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *,
-                    now: datetime) -> bool: ...
+    def cancels_due(self, *, cancelled_after: datetime, polled_before: datetime,
+                    now: datetime, limit: int = 100) -> list[Agent]: ...
+    def owe_cancel(self, agent_id: uuid.UUID, waiting_for: dict[str, Any]) -> bool: ...
+    def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool: ...
 
 
 class AgentStore(Protocol):

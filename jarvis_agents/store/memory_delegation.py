@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, Usage
 
 if TYPE_CHECKING:
     from jarvis_agents.store.memory import MemoryStore
@@ -51,9 +51,29 @@ class MemoryDelegation:
         return found[:limit]
 
     def remote_due(self, *, polled_before: datetime, now: datetime, limit: int = 100) -> list[Agent]:
+        return self._claim(lambda a: a.status is AgentStatus.WAITING
+                           and (a.waiting_for or {}).get("kind") == "remote",
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def cancels_due(self, *, cancelled_after: datetime, polled_before: datetime, now: datetime,
+                    limit: int = 100) -> list[Agent]:
+        return self._claim(lambda a: a.status is AgentStatus.CANCELLED
+                           and a.completed_at is not None and a.completed_at >= cancelled_after
+                           and (a.waiting_for or {}).get("cancel_owed") is True,
+                           polled_before=polled_before, now=now, limit=limit)
+
+    def owe_cancel(self, agent_id: uuid.UUID, waiting_for: dict[str, Any]) -> bool:
         with self.store.lock:
-            due = [a for a in self.store.agents.values() if a.status is AgentStatus.WAITING
-                   and (a.waiting_for or {}).get("kind") == "remote"
+            current = self.store.agents.get(agent_id)
+            if current is None or current.status is not AgentStatus.CANCELLED:
+                return False
+            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for)
+            return True
+
+    def _claim(self, where: Callable[[Agent], bool], *, polled_before: datetime, now: datetime,
+               limit: int) -> list[Agent]:
+        with self.store.lock:
+            due = [a for a in self.store.agents.values() if where(a)
                    and (a.heartbeat_at is None or a.heartbeat_at < polled_before)]
             due.sort(key=lambda a: (a.heartbeat_at is not None, a.heartbeat_at or now))
             claimed = [replace(a, heartbeat_at=now) for a in due[:limit]]
@@ -61,12 +81,12 @@ class MemoryDelegation:
                 self.store.agents[agent.id] = agent
             return claimed
 
-    def remote_sent(self, agent_id: uuid.UUID, waiting_for: dict[str, Any], *, now: datetime) -> bool:
+    def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool:
         with self.store.lock:
             current = self.store.agents.get(agent_id)
-            if current is None or current.status is not AgentStatus.WAITING:
+            if current is None or current.status is not AgentStatus.CANCELLED:
                 return False
-            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for, updated_at=now)
+            self.store.agents[agent_id] = replace(current, descendants_usage=descendants)
             return True
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:

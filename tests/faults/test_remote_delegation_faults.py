@@ -8,6 +8,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ from tests.faults.conftest import System, running_system, system_env
 from tests.support.api_server import Api
 from tests.support.delegation_team import Team, answer, role
 from tests.support.fake_ollama import FakeOllama
+from tests.support.flaky_relay import FlakyRelay
 from tests.support.remote_agents import agents_file, far_stack
 
 FAR_GATE = threading.Event()
@@ -39,23 +41,39 @@ def far(redis_dbs_lock: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture
+def relay(far: tuple[Api, str]) -> Iterator[FlakyRelay]:
+    """`far` again, as `flaky`: behind a relay the test can make refuse or hold."""
+    relayed = FlakyRelay(urlsplit(far[0].url).port or 80)
+    yield relayed
+    relayed.close()
+
+
+@pytest.fixture
 def system(pg_url: str, redis_url: str, fake_ollama: Any, far: tuple[Api, str],
-           tmp_path: Any) -> Iterator[System]:
+           relay: FlakyRelay, tmp_path: Any) -> Iterator[System]:
     fake_ollama.default_capabilities = ["completion", "tools"]
     fake_ollama.responder = Team()
     env = {**system_env(pg_url, redis_url, fake_ollama.url),
-           **agents_file(far, tmp_path / "agents.json")}
+           **agents_file(far, tmp_path / "agents.json", flaky=relay.url)}
     with running_system(env) as built:
-        built.service.assistants.create(built.user_id, "boss", AssistantConfig(
-            instructions=role("boss"), delegates=("far",)))
+        for name in ("far", "flaky"):
+            built.service.assistants.create(built.user_id, f"boss-{name}", AssistantConfig(
+                instructions=role("boss"), delegates=(name,)))
         yield built
+
+
+def far_tasks(far: tuple[Api, str], goal: str) -> list[dict[str, Any]]:
+    """The remote agent's tasks (agents of its user) of `goal`, newest first."""
+    api, key = far
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as remote:
+        return [t for t in remote.get("/api/v1/agents").json()["agents"] if t["goal"] == goal]
 
 
 def test_a_worker_killed_while_its_caller_waits_on_a_remote_task_loses_nothing(
         system: System, far: tuple[Api, str], start_worker: Any) -> None:
     FAR_GATE.clear()
     first = start_worker(system.env)
-    caller, _ = system.service.create(system.user_id, CreateRequest(goal="Boil", assistant="boss"))
+    caller, _ = system.service.create(system.user_id, CreateRequest(goal="Boil", assistant="boss-far"))
 
     def sent() -> bool:
         children = system.repository.delegation.children(caller.id)
@@ -75,3 +93,55 @@ def test_a_worker_killed_while_its_caller_waits_on_a_remote_task_loses_nothing(
     with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {key}"}) as remote:
         tasks = remote.get("/api/v1/agents").json()["agents"]
     assert [t["goal"] for t in tasks] == [Team().questions[0]]  # sent once
+
+
+def test_a_worker_killed_between_the_send_and_the_wait_starts_one_remote_task(
+        system: System, far: tuple[Api, str], relay: FlakyRelay, fake_ollama: Any,
+        start_worker: Any) -> None:
+    """The remote has the message, the worker dies before it parks the call: the next
+    claim sends it again, as the same message, and the remote starts no second task."""
+    goal = "Boil once, whatever happens"
+    fake_ollama.responder = Team(questions=(goal,))
+    FAR_GATE.set()
+    relay.sends_answered.clear()  # the remote's answer never reaches the first worker
+    first = start_worker(system.env)
+    caller, _ = system.service.create(system.user_id, CreateRequest(goal="Boil", assistant="boss-flaky"))
+    system.wait_until(lambda: far_tasks(far, goal) != [], 30, "the remote agent to get the goal")
+    first.signal(signal.SIGKILL)
+    first.proc.wait(10)
+    relay.sends_answered.set()
+    start_worker(system.env)  # its sweeper finds the call's child lost, and runs it again
+    done = system.terminal(caller.id, timeout_s=60)
+    assert done.status is AgentStatus.COMPLETED, done.error
+    assert done.final_answer == "The team says: 42"
+    assert relay.sends_seen == 2  # sent again ...
+    assert len(far_tasks(far, goal)) == 1  # ... as the same message
+
+
+def test_a_cancel_the_remote_refused_is_sent_again_once_it_is_back(
+        system: System, far: tuple[Api, str], relay: FlakyRelay, fake_ollama: Any,
+        start_worker: Any) -> None:
+    goal = "Boil until cancelled"
+    fake_ollama.responder = Team(questions=(goal,))
+    FAR_GATE.clear()  # the remote task runs until it is cancelled
+    try:
+        start_worker(system.env)
+        caller, _ = system.service.create(system.user_id, CreateRequest(goal="Boil", assistant="boss-flaky"))
+
+        def waiting() -> bool:
+            children = system.repository.delegation.children(caller.id)
+            return bool(children) and children[0].status is AgentStatus.WAITING
+
+        system.wait_until(waiting, 30, "the call to wait on its remote task")
+        relay.refusing.set()  # the remote is down when the caller is cancelled
+        system.service.cancel(system.user_id, caller.id)
+        [task] = far_tasks(far, goal)
+        assert task["status"] in ("PENDING", "RUNNING")  # the CancelTask was lost
+        relay.refusing.clear()
+        system.wait_until(lambda: far_tasks(far, goal)[0]["status"] == "CANCELLED", 30,
+                          "a sweep to cancel the remote task")
+        system.wait_until(lambda: "cancel_owed" not in (  # settled: tried no more
+            system.repository.delegation.children(caller.id)[0].waiting_for or {}), 10,
+            "the cancel to be settled")
+    finally:
+        FAR_GATE.set()

@@ -142,6 +142,12 @@ def test_cancelling_a_caller_cancels_its_children_and_theirs(stack):
         for agent_id in (middle["id"], team_calls["id"]):
             assert ended(http, agent_id)["status"] == "CANCELLED"
         team.gate.set()
+        # Each boss made one call before the cancel; the tree's usage counts both.
+        one = {"input_tokens": BOSS_USAGE[0], "output_tokens": BOSS_USAGE[1], "model_calls": 1}
+        two = {name: 2 * used for name, used in one.items()}
+        assert cancelled.json()["usage"] == one and cancelled.json()["usage_total"] == two
+        assert http.get(f"/api/v1/agents/{root['id']}").json()["usage_total"] == two
+        assert http.get(f"/api/v1/agents/{middle['id']}").json()["usage_total"] == one
 
 
 def test_a_child_cancelled_alone_is_observed_cancelled_and_its_caller_goes_on(stack):

@@ -77,6 +77,11 @@ def test_a_boss_asks_a_remote_agent_and_answers_with_its_artifact(stack, far, mo
     with far_api.client(far_key) as remote:  # the goal ran there, as an agent of its user
         task = remote.get("/api/v1/agents").json()["agents"][0]  # the latest
         assert task["goal"] == team.questions[0] and task["status"] == "COMPLETED"
+    # What the remote task used (its Task's metadata says) is the child's, and the tree's.
+    assert task["usage_total"]["model_calls"] == 1
+    assert child["usage"] == task["usage_total"]
+    assert done["usage_total"] == {name: used + task["usage_total"][name]
+                                   for name, used in done["usage"].items()}
 
 
 def test_an_unreachable_remote_agent_is_an_observation(stack):

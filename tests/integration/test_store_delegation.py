@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step, StepType, StopReason, Usage, utcnow
 from jarvis_agents.store.repository import Repository
 from tests.support.store import new_agent, running, running_of
 
@@ -104,3 +104,38 @@ def test_an_open_remote_call_is_asked_after_once_per_period(repository: Reposito
     assert repository.delegation.remote_due(polled_before=now, now=now + timedelta(seconds=1)) == []
     later = now + timedelta(seconds=5)
     assert [a.id for a in repository.delegation.remote_due(polled_before=later, now=later)] == [child.id]
+
+
+def test_a_cancelled_callers_usage_counts_its_childrens(repository: Repository) -> None:
+    caller, _ = parked(repository)
+    used = Usage(30, 20, 2)
+    assert not repository.delegation.roll_up(caller.id, used)  # WAITING: its wake counts them
+    assert repository.transition(caller.id, AgentStatus.WAITING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    assert repository.delegation.roll_up(caller.id, used)
+    assert repository.get(caller.id).descendants_usage == used  # type: ignore[union-attr]
+
+
+def test_a_lost_cancel_is_owed_until_settled_and_only_lately(repository: Repository) -> None:
+    from datetime import timedelta
+
+    caller, _ = parked(repository)
+    call = {"kind": "remote", "agent": "far", "task_id": "t-2"}
+    child = replace(child_of(caller, "call_c"), waiting_for=call)
+    running_of(repository, child)
+    assert not repository.delegation.owe_cancel(child.id, {**call, "cancel_owed": True})  # RUNNING
+    assert repository.transition(child.id, AgentStatus.RUNNING, AgentStatus.CANCELLED,
+                                 stop_reason=StopReason.CANCELLED)
+    assert repository.delegation.owe_cancel(child.id, {**call, "cancel_owed": True})
+    now = utcnow() + timedelta(seconds=1)
+    hour_ago = now - timedelta(hours=1)
+    [due] = repository.delegation.cancels_due(cancelled_after=hour_ago, polled_before=now, now=now)
+    assert due.id == child.id and due.waiting_for == {**call, "cancel_owed": True}
+    assert repository.delegation.cancels_due(cancelled_after=hour_ago, polled_before=now,
+                                             now=now) == []  # claimed for this period
+    later = now + timedelta(seconds=5)
+    assert repository.delegation.cancels_due(cancelled_after=now, polled_before=later,
+                                             now=later) == []  # cancelled too long ago
+    assert repository.delegation.owe_cancel(child.id, call)  # settled
+    assert repository.delegation.cancels_due(cancelled_after=hour_ago, polled_before=later,
+                                             now=later) == []

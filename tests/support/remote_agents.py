@@ -28,13 +28,16 @@ def far_stack(ollama_url: str, logs: Path) -> Iterator[tuple[Api, str]]:
             stop_all(started)
 
 
-def agents_file(far: tuple[Api, str], path: Path) -> dict[str, str]:
-    """Write the file naming `far` (and `gone`, an address nothing listens on); the
-    environment that points a stack at it."""
+def agents_file(far: tuple[Api, str], path: Path, **relays: str) -> dict[str, str]:
+    """Write the file naming `far` (and `gone`, an address nothing listens on, and each
+    of `relays`: a name and the URL of a relay in front of `far`); the environment that
+    points a stack at it."""
     api, key = far
+    headers = {"Authorization": f"Bearer {key}"}
     path.write_text(json.dumps({"agents": {
-        "far": {"url": f"{api.url}/.well-known/agent-card.json",
-                "headers": {"Authorization": f"Bearer {key}"}},
+        "far": {"url": f"{api.url}/.well-known/agent-card.json", "headers": headers},
         "gone": {"url": f"http://127.0.0.1:{free_port()}/.well-known/agent-card.json"},
+        **{name: {"url": f"{url}/.well-known/agent-card.json", "headers": headers}
+           for name, url in relays.items()},
     }}))
     return {"JARVIS_A2A_AGENTS": str(path)}

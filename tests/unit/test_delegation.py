@@ -18,7 +18,7 @@ from jarvis_agents.dispatch import MemoryDispatcher
 from jarvis_agents.errors import DependencyUnavailable
 from jarvis_agents.events import MemoryEventBus
 from jarvis_agents.executor import Executor, Limits
-from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, StepType, utcnow
+from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, StepType, Usage, utcnow
 from jarvis_agents.llm.scripted import ScriptedChatModel
 from jarvis_agents.store.memory import MemoryStore
 from jarvis_agents.tools.registry import ToolRegistry
@@ -161,3 +161,18 @@ def test_a_call_past_the_depth_limit_makes_nothing_and_says_so(team: Team) -> No
     assert team.store.delegation.children(caller.id) == []
     [observed] = [s for s in team.store.steps_after(caller.id) if s.type is StepType.OBSERVE]
     assert "depth 2" in observed.content and "JARVIS_MAX_DELEGATION_DEPTH" in observed.content
+
+
+def test_a_cascade_a_crash_cut_short_is_finished_and_counted_by_the_sweep(team: Team) -> None:
+    caller = team.caller()
+    team.run(caller.id)
+    [child] = team.store.delegation.children(caller.id)
+    claimed = team.store.claim(child.id)
+    assert claimed is not None
+    thought = Step(1, 0, StepType.THINK, "looking", usage=Usage(7, 3, 1))
+    team.store.append_steps(child.id, claimed.attempt, [thought], step_count=1)
+    # The caller's cancel committed, its cascade did not run (the process died).
+    assert team.store.transition(caller.id, AgentStatus.WAITING, AgentStatus.CANCELLED)
+    assert team.delegation.sweep() == 1
+    assert team.store.get(child.id).status is AgentStatus.CANCELLED  # type: ignore[union-attr]
+    assert team.store.get(caller.id).descendants_usage == Usage(7, 3, 1)  # type: ignore[union-attr]

@@ -1,0 +1,66 @@
+"""A TCP relay in front of a remote agent (tests/support/remote_agents.py) that a test can
+make refuse every connection, as an agent that is down, or hold the answers to
+`SendMessage` (the remote has the message; its sender does not know yet)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class FlakyRelay:
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.refusing = threading.Event()  # set: every connection is closed at once
+        self.sends_answered = threading.Event()  # clear: SendMessage's answers wait
+        self.sends_answered.set()
+        self.sends_seen = 0  # requests that named SendMessage, so far
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            sending = threading.Event()  # this connection carried a SendMessage
+            threading.Thread(target=self._requests, args=(client, upstream, sending),
+                             daemon=True).start()
+            threading.Thread(target=self._answers, args=(upstream, client, sending),
+                             daemon=True).start()
+
+    def _requests(self, source: socket.socket, sink: socket.socket, sending: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if b'"SendMessage"' in data:
+                    with self._lock:
+                        self.sends_seen += 1
+                    sending.set()
+                sink.sendall(data)
+        _close(source, sink)
+
+    def _answers(self, source: socket.socket, sink: socket.socket, sending: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if sending.is_set():
+                    self.sends_answered.wait(60)
+                sink.sendall(data)
+        _close(source, sink)
+
+    def close(self) -> None:
+        self.listener.close()
+        self.sends_answered.set()
+
+
+def _close(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
