@@ -13,7 +13,13 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Process, stop_all
 from tests.support.api_server import wait_until
-from tests.support.mcp_door import launch_mcp, mcp_client, run
+from tests.support.mcp_door import (
+    LONG_CALL_LATENCY_S,
+    READ_TIMEOUT_S,
+    launch_mcp,
+    mcp_client,
+    run,
+)
 
 pytest_plugins = ["tests.support.api_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.long]
@@ -238,17 +244,17 @@ def test_a_call_lasts_as_long_as_its_agent(stack: Any, mcp_url: str, mode: str) 
     """Longer than the client waits for a byte (and than many proxies do): the transport's
     keep-alives hold the connection while the agent thinks."""
     stack.fake.responder = stack.fake.by_turn(CALC)
-    stack.fake.latency_s = 12.0  # three model calls: ~36 s, twice the client's read timeout
+    stack.fake.latency_s = LONG_CALL_LATENCY_S  # three model calls: past the read timeout
     key = stack.api.user()
 
     async def call() -> Any:
-        async with mcp_client(mcp_url, key, mode=mode, read_timeout_s=18) as client:
+        async with mcp_client(mcp_url, key, mode=mode, read_timeout_s=READ_TIMEOUT_S) as client:
             return await client.call_tool("agent", {"goal": "What is 1234 * 902?"})
 
     result = run(call())
     assert not result.is_error and result.content[0].text == "1113068"
     [agent] = agents_of(stack, key)
-    assert agent["duration_ms"] > 30_000
+    assert agent["duration_ms"] > READ_TIMEOUT_S * 1000
 
 
 @pytest.mark.parametrize("header", [None, "Bearer not-a-key", "Basic abc"])

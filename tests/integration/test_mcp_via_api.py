@@ -15,7 +15,13 @@ import pytest
 
 from tests.conftest import Process, free_port, stop_all
 from tests.support.api_server import wait_until
-from tests.support.mcp_door import launch_mcp, mcp_client, run
+from tests.support.mcp_door import (
+    LONG_CALL_LATENCY_S,
+    READ_TIMEOUT_S,
+    launch_mcp,
+    mcp_client,
+    run,
+)
 
 pytest_plugins = ["tests.support.api_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.long]
@@ -154,16 +160,16 @@ def test_a_session_is_held_by_its_header_and_ended_by_delete(stack: Any, url: st
 def test_a_call_lasts_as_long_as_its_agent(stack: Any, url: str) -> None:
     """Longer than the client waits for a byte: the keep-alives come through the API."""
     stack.fake.responder = stack.fake.by_turn(CALC)
-    stack.fake.latency_s = 12.0  # three model calls: ~36 s, twice the client's read timeout
+    stack.fake.latency_s = LONG_CALL_LATENCY_S  # three model calls: past the read timeout
     key = stack.api.user()
 
     async def call() -> Any:
-        async with mcp_client(url, key, read_timeout_s=18) as client:
+        async with mcp_client(url, key, read_timeout_s=READ_TIMEOUT_S) as client:
             return await client.call_tool("agent", {"goal": "What is 1234 * 902?"})
 
     result = run(call())
     assert not result.is_error and result.content[0].text == "1113068"
-    assert agents_of(stack, key)[0]["duration_ms"] > 30_000
+    assert agents_of(stack, key)[0]["duration_ms"] > READ_TIMEOUT_S * 1000
 
 
 @pytest.mark.parametrize("header", [None, "Bearer not-a-key", "Basic abc"])

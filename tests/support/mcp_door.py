@@ -35,6 +35,13 @@ def launch_mcp(env: dict[str, str], log_path: Path, started: list[Process], *,
     return f"http://127.0.0.1:{port}/mcp"
 
 
+# The SDK's SSE streams send a keep-alive every 15 s (sse-starlette's default): a client
+# that waits READ_TIMEOUT_S for a byte is held by them alone while an agent runs longer,
+# as three model calls of LONG_CALL_LATENCY_S each (with no progress asked) do.
+READ_TIMEOUT_S = 18.0
+LONG_CALL_LATENCY_S = 7.0
+
+
 @asynccontextmanager
 async def mcp_client(url: str, api_key: str, *, mode: str = "auto",
                      read_timeout_s: float = 60.0) -> AsyncIterator[Client]:
