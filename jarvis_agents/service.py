@@ -22,6 +22,7 @@ from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
 from jarvis_agents.delegation import Delegation
+from jarvis_agents.delegation.remote import cancel_fields
 from jarvis_agents.deleting import Deleting
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
@@ -367,7 +368,7 @@ class AgentService:
             if self.repository.transition(
                 agent_id, agent.status, cancelled.status,
                 stop_reason=cancelled.stop_reason, completed_at=cancelled.completed_at,
-                now=cancelled.updated_at,
+                now=cancelled.updated_at, **cancel_fields(agent),
             ):
                 # As it ended: a step write the cancel waited for has added to its count.
                 cancelled = self.repository.get(agent_id) or cancelled
@@ -376,7 +377,9 @@ class AgentService:
         self.events.publish_cancel(agent_id)
         self.events.publish_status(cancelled)
         self.dispatcher.revoke([t for t in {str(agent_id), agent.task_id} if t])
-        # Down the tree, then up: its children are cancelled, its caller may go on.
+        # Down the tree, then up: its remote task (a call of a remote delegate) and its
+        # children are cancelled, its caller may go on.
+        self.delegation.remote.cancelled(agent)
         self.delegation.cancel_children(agent_id)
         if agent.waits_on_agents:  # its usage_total now counts theirs
             cancelled = self.repository.get(agent_id) or cancelled

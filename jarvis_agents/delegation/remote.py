@@ -51,6 +51,16 @@ def remote_of(agent: Agent) -> Mapping[str, Any] | None:
     return waiting if waiting.get("kind") == KIND else None
 
 
+def cancel_fields(agent: Agent) -> dict[str, Any]:
+    """What a cancel of `agent` writes besides its status: for a call whose remote task is
+    under way, that a CancelTask is owed, so that a worker dying before it is sent leaves
+    it to the sweeps (`RemoteCalls.retry_cancels`)."""
+    call = remote_of(agent)
+    if call is None or not call.get("task_id") or "outcome" in call:
+        return {}
+    return {"waiting_for": {**call, "cancel_owed": True}}
+
+
 class RemoteCalls:
     """The calls of remote delegates: their children, sends, polls and cancels."""
 
@@ -180,12 +190,13 @@ class RemoteCalls:
 
     def cancelled(self, agent: Agent) -> None:
         """The child `agent` (as it was before its cancel) was cancelled: so is its task.
-        A CancelTask that fails is owed, for the sweeps to try again (`retry_cancels`)."""
+        The cancel's own commit owed it (`cancel_fields`); done, the debt is settled, else
+        left for the sweeps to try again (`retry_cancels`)."""
         call = remote_of(agent) or {}
         remote = self.agents.get(str(call.get("agent")))
-        if (remote is not None and call.get("task_id") and "outcome" not in call
-                and not self._cancel_task(remote, str(call["task_id"]))):
-            self.repository.delegation.owe_cancel(agent.id, {**call, "cancel_owed": True})
+        if remote is not None and call.get("task_id") and "outcome" not in call:
+            done = self._cancel_task(remote, str(call["task_id"]))
+            self.repository.delegation.owe_cancel(agent.id, call if done else {**call, "cancel_owed": True})
 
     def retry_cancels(self) -> int:
         """CancelTask again for the calls whose cancel failed, each once per

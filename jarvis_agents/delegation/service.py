@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from jarvis_agents.approvals import Answer, call_id_of
 from jarvis_agents.assistants import find_assistant, new_agent
 from jarvis_agents.config import Settings
-from jarvis_agents.delegation.remote import RemoteCalls
+from jarvis_agents.delegation.remote import RemoteCalls, cancel_fields
 from jarvis_agents.delegation.tools import (
     child_ids,
     delegate_of,
@@ -217,7 +217,8 @@ class Delegation:
             done = current.with_cancelled()
             if self.repository.transition(current.id, current.status, done.status,
                                           stop_reason=done.stop_reason,
-                                          completed_at=done.completed_at, now=done.updated_at):
+                                          completed_at=done.completed_at, now=done.updated_at,
+                                          **cancel_fields(current)):
                 won = True
                 self.remote.cancelled(current)
                 self.events.publish_cancel(current.id)

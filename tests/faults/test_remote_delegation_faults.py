@@ -16,8 +16,9 @@ import pytest
 from jarvis_agents.assistants import AssistantConfig
 from jarvis_agents.lifecycle import AgentStatus, StepType
 from jarvis_agents.service import CreateRequest
+from tests.conftest import Process
 from tests.faults.conftest import System, running_system, system_env
-from tests.support.api_server import Api
+from tests.support.api_server import Api, launch
 from tests.support.delegation_team import Team, answer, role
 from tests.support.fake_ollama import FakeOllama
 from tests.support.flaky_relay import FlakyRelay
@@ -145,3 +146,50 @@ def test_a_cancel_the_remote_refused_is_sent_again_once_it_is_back(
             "the cancel to be settled")
     finally:
         FAR_GATE.set()
+
+
+def test_an_api_killed_between_a_cancel_and_its_cancel_task_leaves_it_owed(
+        system: System, far: tuple[Api, str], relay: FlakyRelay, fake_ollama: Any,
+        start_worker: Any, started_processes: list[Process], tmp_path: Any) -> None:
+    """The cancel is committed, the API dies before the remote has the CancelTask: the
+    commit itself owed it, so a worker's sweep sends it."""
+    goal = "Boil until the API dies"
+    fake_ollama.responder = Team(questions=(goal,))
+    FAR_GATE.clear()  # the remote task runs until it is cancelled
+    try:
+        start_worker(system.env)
+        api = launch(system.env, tmp_path / "api.log", started_processes)
+        key = api.user()
+        user = system.repository.users.by_api_key(key)
+        assert user is not None
+        system.service.assistants.create(user.id, "boss-flaky", AssistantConfig(
+            instructions=role("boss"), delegates=("flaky",)))
+        caller, _ = system.service.create(user.id, CreateRequest(goal="Boil", assistant="boss-flaky"))
+
+        def waiting() -> bool:
+            children = system.repository.delegation.children(caller.id)
+            return bool(children) and children[0].status is AgentStatus.WAITING
+
+        system.wait_until(waiting, 30, "the call to wait on its remote task")
+        relay.holding_cancels.set()
+        with api.client(key) as http:
+            threading.Thread(target=lambda: _quietly(http.delete, f"/api/v1/agents/{caller.id}"),
+                             daemon=True).start()
+            system.wait_until(lambda: relay.cancels_held == 1, 30, "the API to send CancelTask")
+            api.process.signal(signal.SIGKILL)
+            api.process.proc.wait(10)
+        assert system.repository.get(caller.id).status is AgentStatus.CANCELLED  # type: ignore[union-attr]
+        assert far_tasks(far, goal)[0]["status"] in ("PENDING", "RUNNING")  # never had it
+        relay.holding_cancels.clear()
+        system.wait_until(lambda: far_tasks(far, goal)[0]["status"] == "CANCELLED", 30,
+                          "a sweep to cancel the remote task")
+    finally:
+        FAR_GATE.set()
+
+
+def _quietly(call: Any, *args: Any) -> None:
+    """A request whose server is killed under it: its error is the point, not a failure."""
+    try:
+        call(*args)
+    except httpx.HTTPError:
+        pass

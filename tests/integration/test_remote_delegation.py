@@ -114,7 +114,8 @@ def test_a_remote_agent_that_needs_input_is_an_observation_quoting_it(stack):
         assert "calculate" in done["final_answer"]
 
 
-def test_cancelling_the_caller_cancels_the_remote_task(stack, far):
+@pytest.mark.parametrize("cancelled", ["caller", "call"])
+def test_cancelling_the_caller_or_the_call_cancels_the_remote_task(stack, far, cancelled):
     team = Team()
     held = threading.Event()
 
@@ -138,7 +139,8 @@ def test_cancelling_the_caller_cancels_the_remote_task(stack, far):
                                    capture_output=True, text=True, timeout=60, check=True).stdout
             assert f"the remote agent far's task {task_id}" in shown, shown
             assert remote.get(f"/api/v1/agents/{task_id}").json()["status"] in ("PENDING", "RUNNING")
-            assert http.delete(f"/api/v1/agents/{caller['id']}").status_code == 200
+            which = caller if cancelled == "caller" else child
+            assert http.delete(f"/api/v1/agents/{which['id']}").status_code == 200
             wait_until(lambda: remote.get(f"/api/v1/agents/{task_id}").json()["status"] == "CANCELLED",
                        timeout_s=30)
             assert http.get(f"/api/v1/agents/{child['id']}").json()["status"] == "CANCELLED"

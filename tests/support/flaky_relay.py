@@ -1,6 +1,7 @@
 """A TCP relay in front of a remote agent (tests/support/remote_agents.py) that a test can
-make refuse every connection, as an agent that is down, or hold the answers to
-`SendMessage` (the remote has the message; its sender does not know yet)."""
+make refuse every connection, as an agent that is down, hold the answers to
+`SendMessage` (the remote has the message; its sender does not know yet), or hold
+`CancelTask` requests (the remote never has them; their sender waits)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class FlakyRelay:
         self.sends_answered = threading.Event()  # clear: SendMessage's answers wait
         self.sends_answered.set()
         self.sends_seen = 0  # requests that named SendMessage, so far
+        self.holding_cancels = threading.Event()  # set: CancelTask requests go no further
+        self.cancels_held = 0  # CancelTask requests held, so far
+        self._released = threading.Event()  # set at close: held requests' connections end
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -44,6 +48,11 @@ class FlakyRelay:
                     with self._lock:
                         self.sends_seen += 1
                     sending.set()
+                if b'"CancelTask"' in data and self.holding_cancels.is_set():
+                    with self._lock:
+                        self.cancels_held += 1
+                    self._released.wait(60)
+                    break
                 sink.sendall(data)
         _close(source, sink)
 
@@ -58,6 +67,7 @@ class FlakyRelay:
     def close(self) -> None:
         self.listener.close()
         self.sends_answered.set()
+        self._released.set()
 
 
 def _close(*sockets: socket.socket) -> None:
