@@ -89,6 +89,19 @@ def model_call_policy(
     )
 
 
+def remote_send_policy(is_cut: Callable[[BaseException], bool], *, attempts: int = 3,
+                       initial_s: float = 0.5, max_s: float = 4.0) -> Retrying:
+    """Retry a remote delegate's SendMessage whose connection failed or was cut (`is_cut`):
+    it is sent again as the same message, which the remote takes for the same task."""
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s),
+        retry=retry_if_exception(is_cut),
+        reraise=True,
+        before_sleep=_log_retry("SendMessage to a remote agent", attempts),
+    )
+
+
 def is_database_outage(exc: BaseException) -> bool:
     """Whether `exc` is what a database restart or a dropped connection raises.
 

@@ -31,6 +31,7 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.json_format import MessageToDict
 
 from jarvis_agents.remote_agents import RemoteAgent
+from jarvis_agents.retry import remote_send_policy
 
 TIMEOUT_S = 15.0
 # What a call can meet on the way: the card or the agent unreachable, refused or garbled.
@@ -66,7 +67,16 @@ def send(agent: RemoteAgent, goal: str, *, message_id: uuid.UUID) -> str | Outco
                 return Outcome(TaskState.TASK_STATE_COMPLETED, _text(event.message.parts))
         raise ValueError("the agent answered the message with nothing")
 
-    return asyncio.run(_with_client(agent, call))
+    for attempt in remote_send_policy(is_cut):
+        with attempt:
+            sent = asyncio.run(_with_client(agent, call))
+    return sent
+
+
+def is_cut(exc: BaseException) -> bool:
+    """The connection was refused, reset or cut, or timed out (the SDK's error says so in
+    its cause): the message may have reached the agent, or not."""
+    return isinstance(exc.__cause__ or exc, httpx.TransportError | OSError)
 
 
 def poll(agent: RemoteAgent, task_ids: Sequence[str]) -> dict[str, Outcome | Exception]:

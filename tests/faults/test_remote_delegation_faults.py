@@ -119,6 +119,24 @@ def test_a_worker_killed_between_the_send_and_the_wait_starts_one_remote_task(
     assert len(far_tasks(far, goal)) == 1  # ... as the same message
 
 
+def test_a_send_whose_answer_is_cut_is_sent_again_and_starts_one_task(
+        system: System, far: tuple[Api, str], relay: FlakyRelay, fake_ollama: Any,
+        start_worker: Any) -> None:
+    """The remote has the message, the connection is cut before its answer: the send is
+    tried again, as the same message, and the call goes on with the one task."""
+    goal = "Boil once, whatever the network does"
+    fake_ollama.responder = Team(questions=(goal,))
+    FAR_GATE.set()
+    relay.send_answers_to_cut = 1
+    start_worker(system.env)
+    caller, _ = system.service.create(system.user_id, CreateRequest(goal="Boil", assistant="boss-flaky"))
+    done = system.terminal(caller.id, timeout_s=60)
+    assert done.status is AgentStatus.COMPLETED, done.error
+    assert done.final_answer == "The team says: 42"
+    assert relay.sends_seen == 2
+    assert len(far_tasks(far, goal)) == 1
+
+
 def test_a_cancel_the_remote_refused_is_sent_again_once_it_is_back(
         system: System, far: tuple[Api, str], relay: FlakyRelay, fake_ollama: Any,
         start_worker: Any) -> None:

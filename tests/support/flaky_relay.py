@@ -1,6 +1,6 @@
 """A TCP relay in front of a remote agent (tests/support/remote_agents.py) that a test can
 make refuse every connection, as an agent that is down, hold the answers to
-`SendMessage` (the remote has the message; its sender does not know yet), or hold
+`SendMessage` or cut them (the remote has the message; its sender does not know), or hold
 `CancelTask` requests (the remote never has them; their sender waits)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class FlakyRelay:
         self.sends_answered = threading.Event()  # clear: SendMessage's answers wait
         self.sends_answered.set()
         self.sends_seen = 0  # requests that named SendMessage, so far
+        self.send_answers_to_cut = 0  # this many SendMessage answers: the connection is cut
         self.holding_cancels = threading.Event()  # set: CancelTask requests go no further
         self.cancels_held = 0  # CancelTask requests held, so far
         self._released = threading.Event()  # set at close: held requests' connections end
@@ -61,6 +62,11 @@ class FlakyRelay:
             while data := source.recv(65536):
                 if sending.is_set():
                     self.sends_answered.wait(60)
+                    with self._lock:
+                        cut, self.send_answers_to_cut = (self.send_answers_to_cut > 0,
+                                                         max(0, self.send_answers_to_cut - 1))
+                    if cut:
+                        break  # the remote has the message; its sender hears nothing back
                 sink.sendall(data)
         _close(source, sink)
 
