@@ -24,6 +24,7 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SendMessageResponse,
     SubscribeToTaskRequest,
+    Task,
 )
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import (
@@ -157,23 +158,28 @@ def send_message(request_id: str | int | None, params: SendMessageRequest) -> Re
     `configuration.returnImmediately`."""
     user_id = current_user().id
     agent = tasks().send(user_id, params)
-    if not params.configuration.return_immediately and not agent.is_terminal:
-        agent = _settled(user_id, agent)
     history = (params.configuration.history_length
                if params.configuration.HasField("history_length") else None)
-    return result(request_id, SendMessageResponse(task=tasks().task(agent, history_length=history)))
+    if params.configuration.return_immediately or agent.is_terminal:
+        task = tasks().task(agent, history_length=history)
+    else:
+        task = _settled(user_id, agent, history_length=history)
+    return result(request_id, SendMessageResponse(task=task))
 
 
-def _settled(user_id: uuid.UUID, agent: Any) -> Any:
-    """The agent once it has ended or needs input; held like a long-poll (one of the user's
-    stream slots, and watched for its key being revoked and for the caller hanging up)."""
+def _settled(user_id: uuid.UUID, agent: Any, *, history_length: int | None) -> Task:
+    """The task once it has ended or needs input; held like a long-poll (one of the user's
+    stream slots, and watched for its key being revoked and for the caller hanging up).
+    Made of what its follower read and told, from the first step: nothing is read again."""
     context = ctx()
     hangup = Hangup(request.environ)
     with context.stream_slots.take(user_id), context.keys.watch(current_api_key()) as key:
         follower = tasks().follow(user_id, agent, subscriber=context.hub,
                                   tick_s=context.timing.tick_s)
-        settle(follower, still_wanted=lambda: key.valid() and not hangup())
-    return tasks().agent(user_id, str(agent.id))
+        steps = settle(follower, still_wanted=lambda: key.valid() and not hangup())
+    if steps is None:  # given up: the task as it is now
+        return tasks().task(tasks().agent(user_id, str(agent.id)), history_length=history_length)
+    return tasks().task(follower.agent, history_length=history_length, steps=steps)
 
 
 def get_task(request_id: str | int | None, params: GetTaskRequest) -> Response:

@@ -10,8 +10,9 @@ the SDK's A2A errors; another user's task is TaskNotFoundError, as an unknown on
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC
+from typing import Any
 
 from a2a.types.a2a_pb2 import (
     ListTasksRequest,
@@ -34,8 +35,8 @@ from google.protobuf.json_format import MessageToDict
 from jarvis_agents.a2a.push import PushNotifications
 from jarvis_agents.a2a.tasks import STATUSES, parse_task_id, task_of
 from jarvis_agents.errors import Conflict, NotFound, RateLimited, RequestError
-from jarvis_agents.events import IDLE, Ended, Follower, Subscriber, Waiting
-from jarvis_agents.lifecycle import Agent, AgentStatus
+from jarvis_agents.events import IDLE, Ended, Follower, StepEvent, Subscriber, Waiting
+from jarvis_agents.lifecycle import Agent, AgentStatus, Step
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.a2a_push import PushConfigs
 from jarvis_agents.store.a2a_tasks import TaskListing
@@ -150,9 +151,12 @@ class A2ATasks:
             raise TaskNotFoundError(f"no task with id {raw_id[:80]!r}")
         return agent
 
-    def task(self, agent: Agent, *, history_length: int | None = None) -> Task:
-        """The agent as a Task, with its history (reads its steps unless none is asked)."""
-        steps = self.agents.repository.steps_after(agent.id) if history_length != 0 else []
+    def task(self, agent: Agent, *, history_length: int | None = None,
+             steps: Sequence[Step | dict[str, Any]] | None = None) -> Task:
+        """The agent as a Task, with its history: `steps` when the caller has all of them
+        (a follower told them), else its steps read (unless none is asked)."""
+        if steps is None:
+            steps = self.agents.repository.steps_after(agent.id) if history_length != 0 else []
         return task_of(agent, steps, history_length=history_length)
 
     def get(self, user_id: uuid.UUID, raw_id: str, *, history_length: int | None) -> Task:
@@ -215,17 +219,22 @@ class A2ATasks:
             raise TaskNotFoundError(f"no task with id {agent.id}") from None
 
 
-def settle(follower: Follower, *, still_wanted: Callable[[], bool]) -> bool:
-    """Wait until the followed agent ends or needs input; False when the wait was given
-    up (`still_wanted` said no on an idle tick, or the process is stopping)."""
+def settle(follower: Follower, *,
+           still_wanted: Callable[[], bool]) -> list[dict[str, Any]] | None:
+    """Wait until the followed agent ends or needs input: the steps told meanwhile (each
+    step's event data), with the agent as it settled in `follower.agent`. None when the
+    wait was given up (`still_wanted` said no on an idle tick, or the process is stopping)."""
+    steps: list[dict[str, Any]] = []
     with follower:
         for told in follower:
+            if isinstance(told, StepEvent):
+                steps.append(told.data)
             # A wait on the agents it called is not input required: the wait goes on.
-            if isinstance(told, Ended) or (isinstance(told, Waiting) and not told.data.get("agent_ids")):
-                return True
-            if told is IDLE and not still_wanted():
-                return False
-    return False
+            elif isinstance(told, Ended) or (isinstance(told, Waiting) and not told.data.get("agent_ids")):
+                return steps
+            elif told is IDLE and not still_wanted():
+                return None
+    return None
 
 
 def approval_of(message: Message) -> tuple[bool, str | None]:

@@ -137,7 +137,8 @@ def artifacts_of(agent: Agent) -> list[Artifact]:
                      parts=parts)]
 
 
-def task_of(agent: Agent, steps: Sequence[Step] = (), *, history_length: int | None = None,
+def task_of(agent: Agent, steps: Sequence[Step | dict[str, Any]] = (), *,
+            history_length: int | None = None,
             artifacts: bool = True) -> Task:
     """The agent as a Task; its history is the goal then `steps`, the last
     `history_length` of them when given (0: none)."""

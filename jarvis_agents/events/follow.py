@@ -13,6 +13,10 @@ While live messages flow it reads the store only for those reasons. A terminal
 status whose publish was lost is the bus's business: the hub's status check
 (`events.hub.ended_agents`) hands it to the subscription like a published one.
 
+The follower's `agent` is the agent as it last read it: after `Ended`, as it ended;
+after a `Waiting` it read, as it waits. A caller that answers with the agent once it has
+settled (A2A's blocking SendMessage) takes it from there instead of reading it again.
+
 The caller (the API's SSE stream, a test) turns what it yields into its own
 format, and uses `IDLE` — nothing to tell for a tick — to look for a hang-up or
 send a keepalive. It may lend a writer (`writer=`, see `api.sse.SocketWriter`)
@@ -230,7 +234,7 @@ class Follower:
                 elif is_terminal_status(item):
                     terminal = True
                 elif item.kind == "status" and item.data.get("status") == AgentStatus.WAITING.value:
-                    agent = self._read(lambda: self.store.get(self.agent_id))
+                    agent = self._read(self._agent)
                     told = [*self._steps(self._read(self._steps_after) or []), *self._waiting(agent)]
             elif item is RESYNC or (now >= next_poll and not self.subscription.connected):
                 # Messages were missed, or none can arrive: the store has everything.
@@ -255,7 +259,7 @@ class Follower:
 
     def _catch_up(self) -> tuple[list[StepEvent], bool]:
         """The steps not told yet, and whether the agent has ended."""
-        agent = self._read(lambda: self.store.get(self.agent_id))
+        agent = self._read(self._agent)
         if agent is not None and agent.is_terminal:
             return [], True  # _finish() reads the steps
         return self._steps(self._read(self._steps_after) or []), False
@@ -263,7 +267,7 @@ class Follower:
     def _finish(self) -> Iterator[Told]:
         # Re-read after the terminal status: a step's publish may have been lost.
         yield from self._steps(self._steps_after())
-        agent = self.store.get(self.agent_id) or self.agent
+        agent = self._agent() or self.agent
         self.finished = True
         yield Ended(self.agent_id, agent.status, agent.stop_reason)
 
@@ -280,6 +284,13 @@ class Follower:
                 self.last_seq = step.seq
                 told.append(StepEvent.of_step(self.agent_id, step))
         return told
+
+    def _agent(self) -> Agent | None:
+        """The agent read again; kept as `agent` when it is still there."""
+        agent = self.store.get(self.agent_id)
+        if agent is not None:
+            self.agent = agent
+        return agent
 
     def _steps_after(self) -> list[Step]:
         return self.store.steps_after(self.agent_id, self.last_seq)
