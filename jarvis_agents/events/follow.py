@@ -54,7 +54,8 @@ T = TypeVar("T")
 class StepSource(Protocol):
     """The store as `follow` reads it (the Repository and the in-memory store)."""
 
-    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None: ...
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]: ...
 
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
 
@@ -166,11 +167,10 @@ class Follower:
         self.finished = False  # Ended has been yielded
         self.subscription = bus.subscribe(AGENT_CHANNEL.format(agent_id))
         try:
-            agent = store.get(agent_id, user_id=user_id)
+            agent, self._backlog = store.agent_with_steps(agent_id, after=after, user_id=user_id)
             if agent is None:
                 raise NotFound(f"no agent with id {agent_id}")
             self.agent = agent
-            self._backlog = store.steps_after(agent_id, after)
         except BaseException:
             self.subscription.close()
             raise
@@ -234,8 +234,8 @@ class Follower:
                 elif is_terminal_status(item):
                     terminal = True
                 elif item.kind == "status" and item.data.get("status") == AgentStatus.WAITING.value:
-                    agent = self._read(self._agent)
-                    told = [*self._steps(self._read(self._steps_after) or []), *self._waiting(agent)]
+                    agent, steps = self._read(self._reread) or (None, [])
+                    told = [*self._steps(steps), *self._waiting(agent)]
             elif item is RESYNC or (now >= next_poll and not self.subscription.connected):
                 # Messages were missed, or none can arrive: the store has everything.
                 told, terminal = self._catch_up()
@@ -259,15 +259,14 @@ class Follower:
 
     def _catch_up(self) -> tuple[list[StepEvent], bool]:
         """The steps not told yet, and whether the agent has ended."""
-        agent = self._read(self._agent)
-        if agent is not None and agent.is_terminal:
-            return [], True  # _finish() reads the steps
-        return self._steps(self._read(self._steps_after) or []), False
+        agent, steps = self._read(self._reread) or (None, [])
+        return self._steps(steps), agent is not None and agent.is_terminal
 
     def _finish(self) -> Iterator[Told]:
         # Re-read after the terminal status: a step's publish may have been lost.
-        yield from self._steps(self._steps_after())
-        agent = self._agent() or self.agent
+        agent, steps = self._reread()
+        yield from self._steps(steps)
+        agent = agent or self.agent
         self.finished = True
         yield Ended(self.agent_id, agent.status, agent.stop_reason)
 
@@ -285,12 +284,13 @@ class Follower:
                 told.append(StepEvent.of_step(self.agent_id, step))
         return told
 
-    def _agent(self) -> Agent | None:
-        """The agent read again; kept as `agent` when it is still there."""
-        agent = self.store.get(self.agent_id)
+    def _reread(self) -> tuple[Agent | None, list[Step]]:
+        """The agent and the steps not told yet, in one read; the agent kept as `agent`
+        when it is still there."""
+        agent, steps = self.store.agent_with_steps(self.agent_id, after=self.last_seq)
         if agent is not None:
             self.agent = agent
-        return agent
+        return agent, steps
 
     def _steps_after(self) -> list[Step]:
         return self.store.steps_after(self.agent_id, self.last_seq)

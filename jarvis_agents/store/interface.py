@@ -166,3 +166,9 @@ class AgentStore(Protocol):
         ...
 
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]: ...
+
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
+        """The agent (of `user_id`, if given) and its steps after seq `after`, read in one
+        statement; (None, []) when there is no such agent."""
+        ...

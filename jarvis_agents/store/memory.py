@@ -288,6 +288,11 @@ class MemoryStore:
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
         return [s for s in self.steps.get(agent_id, []) if s.seq > seq]
 
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
+        agent = self.get(agent_id, user_id=user_id)
+        return agent, self.steps_after(agent_id, after) if agent is not None else []
+
     def _check_unique(self, agent_id: uuid.UUID, steps: Sequence[Step]) -> None:
         """What the database's unique constraints refuse: a seq, or an iteration's row
         of a kind (and call), written twice."""

@@ -42,11 +42,13 @@ from jarvis_agents.store.compiled import Prebuilt
 from jarvis_agents.store.connections import Connections
 from jarvis_agents.store.delegation import DelegationRows
 from jarvis_agents.store.deletion import DeletionRows
+from jarvis_agents.store.followed import agent_with_steps
 from jarvis_agents.store.models import AgentRow, StepRow
 from jarvis_agents.store.outbox import EVENTS, OutboxStore
 from jarvis_agents.store.recovery import Recovery, running_under
 from jarvis_agents.store.rows import (
     AGENT_READ,
+    STEP_COLUMNS,
     agent_from_row,
     agent_values,
     decode_cursor,
@@ -62,8 +64,6 @@ from jarvis_agents.threads import Earlier
 
 agents = AgentRow.__table__
 steps_table = StepRow.__table__
-STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms",
-                "call_id", "input_tokens", "output_tokens")
 _NOW = bindparam("now", type_=DateTime(timezone=True))
 
 # Guards test status (and attempt) with IS NOT DISTINCT FROM: for these NOT NULL
@@ -373,6 +373,10 @@ class Repository(Recovery):
     def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
         return [step_from_row(row) for row in self.connections.rows(
             _STEPS_AFTER, {"id": agent_id, "seq": seq})]
+
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
+        return agent_with_steps(self.connections, agent_id, after=after, user_id=user_id)
 
     def set_mode(self, agent_id: uuid.UUID, attempt: int, mode: AgentMode) -> None:
         """Record the mode an agent `auto` runs in, once its attempt has chosen it."""

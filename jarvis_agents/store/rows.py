@@ -21,6 +21,9 @@ from jarvis_agents.errors import RequestError
 from jarvis_agents.lifecycle import Agent, AgentMode, AgentStatus, Step, StepType, StopReason, Usage
 from jarvis_agents.store.models import AS_READ, AgentRow, as_utc
 
+# What every read of a step selects.
+STEP_COLUMNS = ("seq", "step", "type", "tool", "content", "created_at", "duration_ms",
+                "call_id", "input_tokens", "output_tokens")
 # What every read of an agent selects: its columns, with step_count and usage as read.
 AGENT_READ = tuple(
     literal_column(AS_READ[column.name]).label(column.name) if column.name in AS_READ else column

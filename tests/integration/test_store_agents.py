@@ -124,6 +124,25 @@ def test_steps_come_back_as_written(repository: Repository) -> None:
     assert stored is not None and stored.step_count == 1 and stored.heartbeat_at is not None
 
 
+def test_agent_with_steps_reads_both_as_their_own_reads_do(repository: Repository) -> None:
+    """What a follower reads in one statement: the agent as `get` reads it and its steps
+    after a seq as `steps_after` does; nothing for another user's agent or none."""
+    user, _ = repository.users.create("nia")
+    other, _ = repository.users.create("oto")
+    agent = running(repository, user.id)
+    assert repository.agent_with_steps(agent.id) == (repository.get(agent.id), [])
+    repository.append_steps(agent.id, 1, [
+        Step(1, 0, StepType.THINK, "a thought", duration_ms=7),
+        Step(2, 0, StepType.ACT, "6 * 7", tool="calculate", call_id="c1"),
+        Step(3, 0, StepType.OBSERVE, "42", tool="calculate", call_id="c1")], step_count=1)
+    for after in (0, 1, 3):
+        read = repository.agent_with_steps(agent.id, after=after, user_id=user.id)
+        assert read == (repository.get(agent.id), repository.steps_after(agent.id, after))
+    assert [s.seq for s in repository.agent_with_steps(agent.id, after=1)[1]] == [2, 3]
+    assert repository.agent_with_steps(agent.id, user_id=other.id) == (None, [])
+    assert repository.agent_with_steps(uuid.uuid4()) == (None, [])
+
+
 def test_concurrent_creates_respect_the_active_limit(pg_url: str) -> None:
     """16 creates at once for one user with a limit of 5: exactly 5 get through."""
     repository = repository_for(make_engine(pg_url, pool_size=8))
