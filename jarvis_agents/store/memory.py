@@ -291,7 +291,7 @@ class MemoryStore:
     def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
                          user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
         agent = self.get(agent_id, user_id=user_id)
-        return agent, self.steps_after(agent_id, after) if agent is not None else []
+        return agent, (self.steps_after(agent_id, after) if agent is not None else [])
 
     def _check_unique(self, agent_id: uuid.UUID, steps: Sequence[Step]) -> None:
         """What the database's unique constraints refuse: a seq, or an iteration's row

@@ -111,6 +111,44 @@ def test_replays_after_the_position_then_relays_live_then_ends(run: Run) -> None
     assert run.bus.subscriber_count() == 0  # left the channel when it ended
 
 
+class ReadCounter:
+    """The store as a follower sees it, its reads counted."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.reads: list[str] = []
+
+    def get(self, agent_id: uuid.UUID, *, user_id: uuid.UUID | None = None) -> Agent | None:
+        self.reads.append("get")
+        return self.store.get(agent_id, user_id=user_id)
+
+    def steps_after(self, agent_id: uuid.UUID, seq: int = 0) -> list[Step]:
+        self.reads.append("steps_after")
+        return self.store.steps_after(agent_id, seq)
+
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
+        self.reads.append("agent_with_steps")
+        return self.store.agent_with_steps(agent_id, after=after, user_id=user_id)
+
+
+def test_it_reads_the_agent_with_its_steps_once_as_it_joins_and_once_as_it_ends(run: Run) -> None:
+    """One read each time (one statement on a database), and the agent it read last is
+    kept: a blocking A2A call answers with it instead of reading it again."""
+    run.step()
+    store = ReadCounter(run.store)
+    follower = follow(run.bus, store, run.agent.id, user_id=USER, tick_s=0.01)
+    assert store.reads == ["agent_with_steps"]
+    told = iter(follower)
+    assert seqs(told, 1) == [1]
+    run.step()
+    assert seqs(told, 1) == [2]
+    run.end()
+    assert next_told(told) == Ended(run.agent.id, AgentStatus.COMPLETED, StopReason.FINAL_ANSWER)
+    assert store.reads == ["agent_with_steps", "agent_with_steps"]
+    assert follower.agent == run.store.get(run.agent.id)  # as it ended
+
+
 def test_a_replayed_step_that_is_also_published_is_told_once(run: Run) -> None:
     follower = following(run)  # subscribed: what is published from here on is heard
     told = iter(follower)
