@@ -194,6 +194,9 @@ class NoCallers:
     def remote_due(self, **_: Any) -> list[Any]:
         return []
 
+    def cancels_due(self, **_: Any) -> list[Any]:
+        return []
+
     def orphans(self) -> list[Any]:
         return []
 
