@@ -368,7 +368,7 @@ class AgentService:
             if self.repository.transition(
                 agent_id, agent.status, cancelled.status,
                 stop_reason=cancelled.stop_reason, completed_at=cancelled.completed_at,
-                now=cancelled.updated_at, **cancel_fields(agent),
+                now=cancelled.updated_at, **cancel_fields(agent, cancelled.updated_at),
             ):
                 # As it ended: a step write the cancel waited for has added to its count.
                 cancelled = self.repository.get(agent_id) or cancelled

@@ -20,7 +20,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from jarvis_agents.assistants import default_assistant, new_agent
@@ -51,14 +51,14 @@ def remote_of(agent: Agent) -> Mapping[str, Any] | None:
     return waiting if waiting.get("kind") == KIND else None
 
 
-def cancel_fields(agent: Agent) -> dict[str, Any]:
-    """What a cancel of `agent` writes besides its status: for a call whose remote task is
-    under way, that a CancelTask is owed, so that a worker dying before it is sent leaves
-    it to the sweeps (`RemoteCalls.retry_cancels`)."""
+def cancel_fields(agent: Agent, now: datetime | None) -> dict[str, Any]:
+    """What a cancel of `agent` at `now` writes besides its status: for a call whose remote
+    task is under way, that a CancelTask is owed, tried now (by the canceller), so that a
+    process dying before it is sent leaves it to the sweeps (`RemoteCalls.retry_cancels`)."""
     call = remote_of(agent)
     if call is None or not call.get("task_id") or "outcome" in call:
         return {}
-    return {"waiting_for": {**call, "cancel_owed": True}}
+    return {"waiting_for": {**call, "cancel_owed": True}, "heartbeat_at": now}
 
 
 class RemoteCalls:
@@ -199,11 +199,12 @@ class RemoteCalls:
             self.repository.delegation.owe_cancel(agent.id, call if done else {**call, "cancel_owed": True})
 
     def retry_cancels(self) -> int:
-        """CancelTask again for the calls whose cancel failed, each once per
-        JARVIS_HEARTBEAT_INTERVAL across all workers, until it is done or the remote task
-        has ended, for CANCEL_RETRY_S after the cancel; how many were settled."""
+        """CancelTask again for the calls whose cancel failed, each once per period (no
+        sooner than one try may take, the canceller's own first) across all workers, until
+        it is done or the remote task has ended, for CANCEL_RETRY_S after the cancel; how
+        many were settled."""
         now = utcnow()
-        interval = timedelta(seconds=self.settings.heartbeat_interval_s)
+        interval = timedelta(seconds=max(self.settings.heartbeat_interval_s, a2a_calls.TIMEOUT_S))
         settled = 0
         for child in self.repository.delegation.cancels_due(
                 cancelled_after=now - timedelta(seconds=CANCEL_RETRY_S),

@@ -218,7 +218,7 @@ class Delegation:
             if self.repository.transition(current.id, current.status, done.status,
                                           stop_reason=done.stop_reason,
                                           completed_at=done.completed_at, now=done.updated_at,
-                                          **cancel_fields(current)):
+                                          **cancel_fields(current, done.updated_at)):
                 won = True
                 self.remote.cancelled(current)
                 self.events.publish_cancel(current.id)
