@@ -200,7 +200,7 @@ class Follower:
             self._backlog = []
             yield from self._waiting(self.agent)  # to one who joins while it waits
             if self.agent.is_terminal:
-                yield from self._finish()
+                yield from self._finish(read=False)  # read ended, with its steps, as it joined
                 return
             yield from self._live()
         finally:
@@ -224,7 +224,7 @@ class Follower:
                 return  # the process is stopping; a client resumes from its last seq
             now = time.monotonic()
             told: list[StepEvent | TokenEvent | Waiting] = []
-            terminal = False
+            terminal = read_ended = False
             if isinstance(item, Message):
                 if item.kind == "token":
                     if self.tokens is not None:
@@ -239,10 +239,11 @@ class Follower:
             elif item is RESYNC or (now >= next_poll and not self.subscription.connected):
                 # Messages were missed, or none can arrive: the store has everything.
                 told, terminal = self._catch_up()
+                read_ended = terminal
                 next_poll = now + self.poll_s
             yield from told
             if terminal:
-                yield from self._finish()
+                yield from self._finish(read=not read_ended)
                 return
             if not told:
                 yield IDLE
@@ -262,13 +263,13 @@ class Follower:
         agent, steps = self._read(self._reread) or (None, [])
         return self._steps(steps), agent is not None and agent.is_terminal
 
-    def _finish(self) -> Iterator[Told]:
-        # Re-read after the terminal status: a step's publish may have been lost.
-        agent, steps = self._reread()
-        yield from self._steps(steps)
-        agent = agent or self.agent
+    def _finish(self, *, read: bool = True) -> Iterator[Told]:
+        # Re-read after the terminal status, as a step's publish may have been lost; not
+        # when the agent was just read ended: its last steps were written with its end.
+        if read:
+            yield from self._steps(self._reread()[1])
         self.finished = True
-        yield Ended(self.agent_id, agent.status, agent.stop_reason)
+        yield Ended(self.agent_id, self.agent.status, self.agent.stop_reason)
 
     def _waiting(self, agent: Agent | None) -> list[Waiting]:
         """`waiting` (docs/api.md §4), if the agent waits for an approval."""

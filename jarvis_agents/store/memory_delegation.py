@@ -63,11 +63,15 @@ class MemoryDelegation:
                            polled_before=polled_before, now=now, limit=limit)
 
     def owe_cancel(self, agent_id: uuid.UUID, waiting_for: dict[str, Any]) -> bool:
+        return self._change_cancelled(agent_id, waiting_for=waiting_for)
+
+    def _change_cancelled(self, agent_id: uuid.UUID, **changes: Any) -> bool:
+        """Change a CANCELLED agent as the SQL store's UPDATE does; False for any other."""
         with self.store.lock:
             current = self.store.agents.get(agent_id)
             if current is None or current.status is not AgentStatus.CANCELLED:
                 return False
-            self.store.agents[agent_id] = replace(current, waiting_for=waiting_for)
+            self.store.agents[agent_id] = replace(current, **changes)
             return True
 
     def _claim(self, where: Callable[[Agent], bool], *, polled_before: datetime, now: datetime,
@@ -82,12 +86,7 @@ class MemoryDelegation:
             return claimed
 
     def roll_up(self, agent_id: uuid.UUID, descendants: Usage) -> bool:
-        with self.store.lock:
-            current = self.store.agents.get(agent_id)
-            if current is None or current.status is not AgentStatus.CANCELLED:
-                return False
-            self.store.agents[agent_id] = replace(current, descendants_usage=descendants)
-            return True
+        return self._change_cancelled(agent_id, descendants_usage=descendants)
 
     def orphans(self, *, limit: int = 100) -> list[Agent]:
         with self.store.lock:
