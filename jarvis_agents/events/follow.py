@@ -165,6 +165,7 @@ class Follower:
         self.poll_s = poll_s
         self._lend = writer
         self.finished = False  # Ended has been yielded
+        self._told_wait: tuple[object, ...] | None = None  # the wait `waiting` was told for
         self.subscription = bus.subscribe(AGENT_CHANNEL.format(agent_id))
         try:
             agent, self._backlog = store.agent_with_steps(agent_id, after=after, user_id=user_id)
@@ -272,10 +273,15 @@ class Follower:
         yield Ended(self.agent_id, self.agent.status, self.agent.stop_reason)
 
     def _waiting(self, agent: Agent | None) -> list[Waiting]:
-        """`waiting` (docs/api.md §4), if the agent waits for an approval."""
-        if agent is not None and agent.status is AgentStatus.WAITING and agent.waiting_for:
-            return [Waiting(waiting_event(agent))]
-        return []
+        """`waiting` (docs/api.md §4), if the agent waits for an approval, once per wait: a
+        WAITING publish heard as it joins is also read as it joins (a client asks once)."""
+        if agent is None or agent.status is not AgentStatus.WAITING or not agent.waiting_for:
+            return []
+        wait = (agent.waiting_for.get("call_id"), agent.updated_at)  # updated_at: its `since`
+        if wait == self._told_wait:
+            return []
+        self._told_wait = wait
+        return [Waiting(waiting_event(agent))]
 
     def _steps(self, steps: list[Step]) -> list[StepEvent]:
         told = []

@@ -19,6 +19,7 @@ from jarvis_agents.events import (
     MemoryEventBus,
     Message,
     StepEvent,
+    Waiting,
     follow,
     step_event,
 )
@@ -147,6 +148,45 @@ def test_it_reads_the_agent_with_its_steps_once_as_it_joins_and_once_as_it_ends(
     assert next_told(told) == Ended(run.agent.id, AgentStatus.COMPLETED, StopReason.FINAL_ANSWER)
     assert store.reads == ["agent_with_steps", "agent_with_steps"]
     assert follower.agent == run.store.get(run.agent.id)  # as it ended
+
+
+class WaitsAsItIsRead(ReadCounter):
+    """The agent starts to wait on `call_id` between the follower's subscribe and its read:
+    the WAITING publish is heard, and the read sees WAITING too."""
+
+    def __init__(self, run: Run, call_id: str) -> None:
+        super().__init__(run.store)
+        self.run, self.call_id = run, call_id
+
+    def agent_with_steps(self, agent_id: uuid.UUID, *, after: int = 0,
+                         user_id: uuid.UUID | None = None) -> tuple[Agent | None, list[Step]]:
+        if not self.reads:
+            waiting = self.run.agent.with_waiting(call_id=self.call_id, tool="calculate",
+                                                  tool_input="2*3")
+            self.store.add(waiting)
+            self.run.bus.publish_status(waiting)
+        return super().agent_with_steps(agent_id, after=after, user_id=user_id)
+
+
+def test_a_wait_heard_and_read_as_it_joins_is_told_once_and_the_next_wait_again(run: Run) -> None:
+    """A client asks a person once per wait (`run` in a terminal): told twice, it would ask
+    again for a call already answered, and wait for an answer that never comes."""
+    store = WaitsAsItIsRead(run, "c1")
+    told = iter(follow(run.bus, store, run.agent.id, user_id=USER, tick_s=0.01, poll_s=60))
+    first = next_told(told)
+    assert isinstance(first, Waiting) and first.data["call_id"] == "c1"
+    heard = [next(told) for _ in range(5)]  # the WAITING publish, then ticks
+    assert store.reads == ["agent_with_steps", "agent_with_steps"]  # the publish was read
+    assert heard == [IDLE] * 5
+
+    answered = run.store.get(run.agent.id).with_answered(  # type: ignore[union-attr]
+        approve=True, tool_input=None, reason=None)
+    again = answered.with_running(attempt=2).with_waiting(call_id="c2", tool="calculate",
+                                                          tool_input="6*7")
+    run.store.add(again)
+    run.bus.publish_status(again)
+    second = next_told(told)
+    assert isinstance(second, Waiting) and second.data["call_id"] == "c2"
 
 
 def test_a_replayed_step_that_is_also_published_is_told_once(run: Run) -> None:
