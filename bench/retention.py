@@ -36,7 +36,9 @@ OLD_DAYS = 100
 RETENTION = "90d"
 TOOL_CALLS = 3
 
-# Agents that ended over the last 30 days (`old`: 100 days ago), one thread each.
+# Agents that ended over the last 30 days (`old`: 100 days ago), one thread each. Their
+# ids are made as the product makes them (`time`: UUIDv7, the ms of `t` first, then random
+# bits) or as it did before (`random`).
 AGENTS_SQL = """
 INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count, final_answer,
     stop_reason, created_at, updated_at, started_at, completed_at, attempt, mode, thread_id,
@@ -44,10 +46,14 @@ INSERT INTO agents (id, user_id, goal, status, model, max_steps, step_count, fin
 SELECT id, :user_id, 'What is ' || g || ' * 902, then ' || (g + 1) || ' * 902?', 'COMPLETED',
     'llama3.2', 10, 4, ((g + 3) * 902)::text, 'final_answer', t - interval '3 s', t,
     t - interval '3 s', t, 1, 'react', id, 1200, 160, 4
-FROM (SELECT g, md5(CAST(:salt AS text) || g::text)::uuid AS id,
-             CASE WHEN g <= :old THEN now() - interval '{old_days} days' - g * interval '1 ms'
-                  ELSE now() - (g % 2592000) * interval '1 s' END AS t
-      FROM generate_series(1, :agents) AS g) AS made
+FROM (SELECT g, t, CASE WHEN :time_ids THEN overlay(overlay(overlay(bits
+                  PLACING lpad(to_hex((extract(epoch FROM t - interval '3 s') * 1000)::bigint), 12, '0')
+                  FROM 1 FOR 12) PLACING '7' FROM 13 FOR 1) PLACING '8' FROM 17 FOR 1)::uuid
+             ELSE bits::uuid END AS id
+      FROM (SELECT g, md5(CAST(:salt AS text) || g::text) AS bits,
+                   CASE WHEN g <= :old THEN now() - interval '{old_days} days' - g * interval '1 ms'
+                        ELSE now() - (g % 2592000) * interval '1 s' END AS t
+            FROM generate_series(1, :agents) AS g) AS drawn) AS made
 """
 STEPS_SQL = """
 INSERT INTO agent_steps (agent_id, seq, step, type, tool, content, created_at, duration_ms,
@@ -68,6 +74,7 @@ FROM agents AS a CROSS JOIN (VALUES
 ) AS k(seq, step, type, tool, content, ms, call_id, input_tokens, output_tokens)
 WHERE a.user_id = :user_id AND a.id >= :low AND a.id < :high
 """
+NTH_ID_SQL = "SELECT id FROM agents WHERE user_id = :user_id ORDER BY id OFFSET :n LIMIT 1"
 STEPS_BYTES_SQL = "SELECT pg_total_relation_size('agent_steps'), (SELECT count(*) FROM agent_steps)"
 INDEXES_0020 = (
     "CREATE INDEX ix_agents_ended ON agents (completed_at, id) WHERE completed_at IS NOT NULL",
@@ -75,7 +82,8 @@ INDEXES_0020 = (
 )
 
 
-def fill(stack: Stack, *, rows: int, old_rows: int, log: Any = print) -> dict[str, float]:
+def fill(stack: Stack, *, rows: int, old_rows: int, time_ids: bool = True,
+         log: Any = print) -> dict[str, float]:
     """Generate `rows` steps (agents of STEPS_PER_AGENT), `old_rows` of them ended
     OLD_DAYS ago; then ANALYZE. The foreign keys' triggers are off for the load (every
     row refers to an agent made just before), the indexes are kept up as they always are."""
@@ -85,12 +93,13 @@ def fill(stack: Stack, *, rows: int, old_rows: int, log: Any = print) -> dict[st
     with stack.engine.connect() as conn:
         conn.execute(text("SET session_replication_role = replica"))
         conn.execute(text(AGENTS_SQL.format(old_days=OLD_DAYS)),
-                     {"user_id": user_id, "salt": uuid.uuid4().hex, "old": old, "agents": agents})
+                     {"user_id": user_id, "salt": uuid.uuid4().hex, "old": old, "agents": agents,
+                      "time_ids": time_ids})
         conn.commit()
         log(f"  {agents:,} agents in {time.monotonic() - began:.0f} s")
-        slices = 16  # by id: a commit and a progress line every 1/16th
-        bounds = [uuid.UUID(int=(i << 128) // slices) for i in range(slices)] + [
-            uuid.UUID(int=(1 << 128) - 1)]
+        slices = 16  # by id: a commit and a progress line every 1/16th of the agents
+        bounds = [conn.execute(text(NTH_ID_SQL), {"user_id": user_id, "n": i * agents // slices})
+                  .scalar_one() for i in range(slices)] + [uuid.UUID(int=(1 << 128) - 1)]
         for low, high in itertools.pairwise(bounds):
             conn.execute(text(STEPS_SQL), {"user_id": user_id, "low": low, "high": high})
             conn.commit()
@@ -154,9 +163,10 @@ def measure(stack: Stack, model: ModelServer, users: list[User], listener: Statu
             "load_average": load_average()}
 
 
-def run(*, rows: int, old_rows: int, samples: int, agents: int, log: Any = print) -> dict[str, Any]:
+def run(*, rows: int, old_rows: int, samples: int, agents: int, time_ids: bool = True,
+        log: Any = print) -> dict[str, Any]:
     results: dict[str, Any] = {"rows": rows, "old_rows": old_rows, "samples": samples,
-                               "agents": agents}
+                               "agents": agents, "ids": "time" if time_ids else "random"}
     with tempfile.TemporaryDirectory() as logs, Stack(log_dir=Path(logs)) as stack:
         model = stack.start_model(latency_s=0.0, tool_calls=TOOL_CALLS)
         users = [User(*stack.create_user(f"bench-{i}")) for i in range(8)]
@@ -166,7 +176,7 @@ def run(*, rows: int, old_rows: int, samples: int, agents: int, log: Any = print
             results["empty"] = measure(stack, model, users, listener, samples=samples,
                                        agents=agents, tag="e")
             log(f"empty: {results['empty']}")
-            results["fill"] = fill(stack, rows=rows, old_rows=old_rows, log=log)
+            results["fill"] = fill(stack, rows=rows, old_rows=old_rows, time_ids=time_ids, log=log)
             log(f"filled: {results['fill']}")
             results["full"] = measure(stack, model, users, listener, samples=samples,
                                       agents=agents, tag="f")
@@ -209,10 +219,12 @@ def main() -> None:
     parser.add_argument("--old-rows", type=int, default=1_000_000)
     parser.add_argument("--samples", type=int, default=30, help="agents run one at a time")
     parser.add_argument("--agents", type=int, default=500, help="agents created at once")
+    parser.add_argument("--ids", choices=["time", "random"], default="time",
+                        help="the generated agents' ids: UUIDv7 as agents get them, or random (v4)")
     parser.add_argument("--json", type=Path, help="write the results here too")
     options = parser.parse_args()
     results = run(rows=options.rows, old_rows=options.old_rows, samples=options.samples,
-                  agents=options.agents)
+                  agents=options.agents, time_ids=options.ids == "time")
     print(json.dumps(results, indent=2))
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
