@@ -31,10 +31,10 @@ up: $(VENV)/.runtime
 demo-model: $(VENV)/.runtime
 	$(BIN)/jarvis-agents demo-model
 
-# Three sessions at once (pytest-xdist), each test file in one of them: the tests mostly
-# wait on servers and processes, so three share 2 cores well. The files marked `long` are
+# Four sessions at once (pytest-xdist), each test file in one of them: the tests mostly
+# wait on servers and processes, so four share 2 cores well. The files marked `long` are
 # handed out first (tests/conftest.py), not last. PYTEST_ARGS=-n0 runs them in one session.
-PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?= -n 4 --dist loadfile --no-loadscope-reorder
 
 test: $(VENV)/.installed
 	$(BIN)/pytest $(PYTEST_ARGS)

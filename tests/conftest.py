@@ -134,7 +134,7 @@ def repository(database_url: str) -> Iterator[Any]:
 
 def _redis_block() -> range:
     """The databases of the shared Redis this session may use: 1-15, or under
-    pytest-xdist (`make test` runs 3 sessions at once) its share of them, one block
+    pytest-xdist (`make test` runs 4 sessions at once) its share of them, one block
     per xdist worker, so that no two sessions ever flush or share a database."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
