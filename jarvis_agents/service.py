@@ -22,7 +22,6 @@ from jarvis_agents.assistant_service import Assistants
 from jarvis_agents.assistants import Overrides, default_assistant, gated_tools, new_agent
 from jarvis_agents.config import Settings
 from jarvis_agents.delegation import Delegation
-from jarvis_agents.delegation.remote import cancel_fields
 from jarvis_agents.deleting import Deleting
 from jarvis_agents.dispatch import Dispatcher
 from jarvis_agents.errors import Conflict, DependencyUnavailable, NotFound, RequestError
@@ -368,7 +367,7 @@ class AgentService:
             if self.repository.transition(
                 agent_id, agent.status, cancelled.status,
                 stop_reason=cancelled.stop_reason, completed_at=cancelled.completed_at,
-                now=cancelled.updated_at, **cancel_fields(agent, cancelled.updated_at),
+                now=cancelled.updated_at, **self.delegation.cancel_values(agent, cancelled.updated_at),
             ):
                 # As it ended: a step write the cancel waited for has added to its count.
                 cancelled = self.repository.get(agent_id) or cancelled

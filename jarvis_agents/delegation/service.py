@@ -21,6 +21,8 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
 
 from jarvis_agents.approvals import Answer, call_id_of
 from jarvis_agents.assistants import find_assistant, new_agent
@@ -190,15 +192,23 @@ class Delegation:
         if not self.repository.transition(
             caller.id, AgentStatus.WAITING, AgentStatus.PENDING, attempt=caller.attempt,
             waiting_for=None, waited_ms=waited_ms, task_id=task_id, now=now,
-            descendants_input_tokens=descendants.input_tokens,
-            descendants_output_tokens=descendants.output_tokens,
-            descendants_model_calls=descendants.model_calls,
+            **descendants_values(descendants),
         ):
             return None  # woken by another child's end, or cancelled meanwhile
         woken = replace(caller, status=AgentStatus.PENDING, waiting_for=None, waited_ms=waited_ms,
                         task_id=task_id, updated_at=now, descendants_usage=descendants)
         self._enqueue(woken)
         return woken
+
+    def cancel_values(self, agent: Agent, now: datetime | None) -> dict[str, Any]:
+        """What the compare-and-set of a cancel of `agent` writes besides its status: a remote
+        call's owed CancelTask (`cancel_fields`), and a caller's usage_total with what its
+        children used so far, so that the webhook owed in the same commit counts it (the
+        cascade then adds their last steps: `cancel_children`)."""
+        values = cancel_fields(agent, now)
+        if agent.waits_on_agents:
+            values |= descendants_values(tree_usage(self.rows.children(agent.id)))
+        return values
 
     def cancel_children(self, agent_id: uuid.UUID) -> int:
         """Cancel every child of the agent still going, and theirs; how many were. The
@@ -218,7 +228,7 @@ class Delegation:
             if self.repository.transition(current.id, current.status, done.status,
                                           stop_reason=done.stop_reason,
                                           completed_at=done.completed_at, now=done.updated_at,
-                                          **cancel_fields(current, done.updated_at)):
+                                          **self.cancel_values(current, done.updated_at)):
                 won = True
                 self.remote.cancelled(current)
                 self.events.publish_cancel(current.id)
@@ -252,3 +262,10 @@ class Delegation:
 def tree_usage(children: Sequence[Agent]) -> Usage:
     """What `children` and their descendants used: a caller's descendants' usage."""
     return sum((child.usage + child.descendants_usage for child in children), Usage())
+
+
+def descendants_values(used: Usage) -> dict[str, int]:
+    """A caller's descendants' usage as the columns the store writes."""
+    return {"descendants_input_tokens": used.input_tokens,
+            "descendants_output_tokens": used.output_tokens,
+            "descendants_model_calls": used.model_calls}

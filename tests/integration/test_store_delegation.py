@@ -116,6 +116,39 @@ def test_a_cancelled_callers_usage_counts_its_childrens(repository: Repository) 
     assert repository.get(caller.id).descendants_usage == used  # type: ignore[union-attr]
 
 
+def test_a_cancelled_callers_webhook_counts_what_its_children_used(repository: Repository,
+                                                                   tmp_path) -> None:
+    """The `agent.cancelled` body is owed by the cancel's own commit, before the cascade
+    reaches the children: it already counts what they used by then."""
+    import json
+
+    from jarvis_agents.config import Settings
+    from jarvis_agents.delegation import Delegation
+    from jarvis_agents.dispatch import MemoryDispatcher
+    from jarvis_agents.events import MemoryEventBus
+
+    user, _ = repository.users.create(f"u{uuid.uuid4().hex[:8]}")
+    caller = running_of(repository, new_agent(user.id, webhook_url="https://hooks.example/x"))
+    done, going = child_of(caller, "call_a"), child_of(caller, "call_b")
+    waiting_for = {"kind": "agents", "agent_ids": [str(done.id), str(going.id)]}
+    assert repository.delegation.start(caller, children=[done, going], waiting_for=waiting_for,
+                                       steps=[], now=utcnow())
+    assert repository.claim(done.id) is not None and repository.claim(going.id) is not None
+    assert repository.transition(done.id, AgentStatus.RUNNING, AgentStatus.COMPLETED,
+                                 stop_reason=StopReason.FINAL_ANSWER, final_answer="a",
+                                 input_tokens=30, output_tokens=20, model_calls=2)
+    delegation = Delegation(repository=repository, dispatcher=MemoryDispatcher(),
+                            settings=Settings.from_env({"JARVIS_DATA_DIR": str(tmp_path)}),
+                            events=MemoryEventBus())
+
+    assert delegation.cancel(repository.get(caller.id)) == 2  # type: ignore[arg-type]
+    owed = [d for d in repository.outbox.of_agent(caller.id) if d["event"] == "agent.cancelled"]
+    body = json.loads(str(owed[0]["payload"]))
+    assert len(owed) == 1 and body["status"] == "CANCELLED"
+    assert body["usage_total"] == {"input_tokens": 30, "output_tokens": 20, "model_calls": 2}
+    assert repository.get(going.id).status is AgentStatus.CANCELLED  # type: ignore[union-attr]
+
+
 def test_a_lost_cancel_is_owed_until_settled_and_only_lately(repository: Repository) -> None:
     from datetime import timedelta
 
