@@ -102,6 +102,12 @@ class StepType(str, Enum):
     ERROR = "ERROR"
 
 
+def new_agent_id() -> uuid.UUID:
+    """A new agent's id, time-ordered (UUIDv7): its rows go to the right edge of every index
+    led by the id, so that the pages written stay cached however many steps the store holds."""
+    return uuid7()
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -251,9 +257,7 @@ class Agent:
     ) -> Agent:
         """A PENDING agent; without `traceparent` (the create's trace), a new trace."""
         now = utcnow()
-        # Time-ordered: a new agent's rows go to the right edge of every index led by its
-        # id, so that the pages written stay cached however many steps the store holds.
-        agent_id = uuid7()
+        agent_id = new_agent_id()
         return cls(
             id=agent_id,
             thread_id=agent_id,

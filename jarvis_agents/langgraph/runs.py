@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from jarvis_agents.errors import Conflict, NotFound, RateLimited, RequestError
 from jarvis_agents.langgraph.requests import RunRequest
 from jarvis_agents.langgraph.shapes import RUN_STATUS, RunView
-from jarvis_agents.lifecycle import Agent, AgentStatus, utcnow
+from jarvis_agents.lifecycle import Agent, AgentStatus, new_agent_id, utcnow
 from jarvis_agents.service import AgentService, CreateRequest
 from jarvis_agents.store.langgraph import CANCELLED, QUEUED, RESUME, LangGraphStore, RunRow
 
@@ -93,7 +93,8 @@ class LangGraphRuns:
 
     def _enqueue(self, user_id: uuid.UUID, thread_id: uuid.UUID, request: RunRequest) -> RunView:
         self.agents.assistants.resolve(user_id, request.assistant)  # a 404 now, not at its turn
-        run = RunRow(id=uuid.uuid4(), user_id=user_id, thread_id=thread_id, kind=QUEUED,
+        # Its id becomes its agent's when its turn comes (`_start`).
+        run = RunRow(id=new_agent_id(), user_id=user_id, thread_id=thread_id, kind=QUEUED,
                      created_at=utcnow(), goal=request.goal, assistant=request.assistant,
                      metadata=request.metadata, multitask_strategy=request.multitask_strategy)
         self.store.add_run(run)
