@@ -259,10 +259,11 @@ class Follower:
         self.last_seq = event.seq
         return [event]
 
-    def _catch_up(self) -> tuple[list[StepEvent], bool]:
-        """The steps not told yet, and whether the agent has ended."""
+    def _catch_up(self) -> tuple[list[StepEvent | Waiting], bool]:
+        """The steps not told yet, a wait not told yet (its publish may be the one lost),
+        and whether the agent has ended."""
         agent, steps = self._read(self._reread) or (None, [])
-        return self._steps(steps), agent is not None and agent.is_terminal
+        return [*self._steps(steps), *self._waiting(agent)], agent is not None and agent.is_terminal
 
     def _finish(self, *, read: bool = True) -> Iterator[Told]:
         # Re-read after the terminal status, as a step's publish may have been lost; not

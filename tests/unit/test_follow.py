@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -181,12 +182,14 @@ def test_a_wait_heard_and_read_as_it_joins_is_told_once_and_the_next_wait_again(
 
     answered = run.store.get(run.agent.id).with_answered(  # type: ignore[union-attr]
         approve=True, tool_input=None, reason=None)
-    again = answered.with_running(attempt=2).with_waiting(call_id="c2", tool="calculate",
-                                                          tool_input="6*7")
+    # A later wait, even on a call with the same id (a model may reuse ids), is a new one.
+    later = answered.updated_at + timedelta(seconds=1)  # type: ignore[operator]
+    again = answered.with_running(attempt=2, now=later).with_waiting(
+        call_id="c1", tool="calculate", tool_input="6*7", now=later)
     run.store.add(again)
     run.bus.publish_status(again)
     second = next_told(told)
-    assert isinstance(second, Waiting) and second.data["call_id"] == "c2"
+    assert isinstance(second, Waiting) and second.data["input"] == "6*7"
 
 
 def test_a_replayed_step_that_is_also_published_is_told_once(run: Run) -> None:
@@ -220,6 +223,20 @@ def test_a_lost_terminal_status_is_found_after_a_resync(run: Run) -> None:
     assert isinstance(ended, Ended) and ended.cancelled
     assert ended.summary() == {"agent_id": str(run.agent.id), "status": "CANCELLED",
                                "stop_reason": "cancelled"}
+
+
+def test_a_wait_whose_publish_was_lost_is_told_after_a_resync_and_only_once(run: Run) -> None:
+    told = iter(following(run))
+    assert next(told) is IDLE
+    waiting = run.agent.with_waiting(call_id="c1", tool="calculate", tool_input="2*3")
+    run.store.add(waiting)
+    run.bus.drop(2)  # the agent's channel and the user's
+    run.bus.publish_status(waiting)
+    run.bus.resync()
+    first = next_told(told)
+    assert isinstance(first, Waiting) and first.data["call_id"] == "c1"
+    run.bus.resync()  # read again, still waiting: nothing new to tell
+    assert [next(told) for _ in range(5)] == [IDLE] * 5
 
 
 def test_without_live_messages_it_polls_the_store(run: Run) -> None:
