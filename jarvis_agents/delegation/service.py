@@ -206,7 +206,7 @@ class Delegation:
         children used so far, so that the webhook owed in the same commit counts it (the
         cascade then adds their last steps: `cancel_children`)."""
         values = cancel_fields(agent, now)
-        if agent.waits_on_agents:
+        if child_ids(agent.waiting_for):  # a caller waiting on its children
             values |= descendants_values(tree_usage(self.rows.children(agent.id)))
         return values
 
