@@ -138,10 +138,10 @@ def _redis_block() -> range:
     per xdist worker, so that no two sessions ever flush or share a database."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
-    size = 15 // workers
-    if size < 3:
+    block = range(1 + index * 15 // workers, 1 + (index + 1) * 15 // workers)  # all 15 shared out
+    if len(block) < 3:
         raise RuntimeError(f"{workers} xdist workers are too many for Redis's 16 databases")
-    return range(1 + index * size, 1 + (index + 1) * size)
+    return block
 
 
 # The block's last database belongs to the session's shared API and live stack, whose
